@@ -1,0 +1,183 @@
+"""Check types for the driver/runtime version matrix: ``cuda-driver-compat``, ``cuda-affinity-pin``,
+``cuda-runtime-known``. The verdict itself comes from ``KnowledgeBase.verdict`` so that the CLI's
+``versions`` command, the linter and the webhook always agree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from compatcheck.checks import register
+from compatcheck.checks.base import CheckType, PodAnalysis, Params, Violation
+from compatcheck.cluster import NodeClass, build_cluster
+from compatcheck.knowledge import DriverVerdict
+
+_FORWARD_COMPAT = ("; forward compatibility (cuda-compat libraries in the image) can bridge this on "
+                   "datacenter GPUs only")
+
+
+def _gpu_runtimes(a: PodAnalysis) -> Iterator[tuple[object, object]]:
+    for c, _req in a.gpu_containers:
+        rt = a.runtime(c)
+        if rt.version is not None:
+            yield c, rt
+
+
+def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    mode = params["mode"]
+    classes = a.scope_classes() if a.ctx.cluster is not None else []
+    if not classes:
+        return
+    kb = a.ctx.kb
+    for c, rt in _gpu_runtimes(a):
+        runtime = rt.version  # type: ignore[attr-defined]
+        bad: list[tuple[NodeClass, DriverVerdict]] = []
+        for cls in classes:
+            f = cls.facts
+            if f.driver is None and f.driver_cuda is None:
+                continue
+            v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
+            if mode == "too-old" and v.verdict == "incompatible":
+                bad.append((cls, v))
+            elif mode == "behind-runtime" and v.verdict == "minor-version-compatibility":
+                bad.append((cls, v))
+            elif (mode == "major-skew" and v.driver_cuda is not None
+                  and v.driver_cuda.major - runtime.major > params.get("maxMajorSkew", 1)):
+                bad.append((cls, v))
+        if not bad:
+            continue
+        v0 = bad[0][1]
+        where = "; ".join(f"{cls.facts.describe_driver()} on {cls.sample_names(2)}" for cls, _ in bad[:3])
+        if len(bad) > 3:
+            where += f" (+{len(bad) - 3} more node kinds)"
+        rtmm = runtime.major_minor()
+        lowest = kb.lowest_branch_for(runtime)
+        need = f"a driver from branch >= {lowest}" if lowest else f"a driver for CUDA >= {rtmm}"
+        if mode == "too-old":
+            floor = f" (or >= {v0.mvc_floor} with minor-version compatibility)" if v0.mvc_floor else ""
+            fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in bad) else ""
+            msg = f"image CUDA {rtmm} ({rt.origin}) needs {need}{floor}; eligible nodes run {where}{fwd}"  # type: ignore[attr-defined]
+        elif mode == "behind-runtime":
+            msg = (f"image CUDA {rtmm} ({rt.origin}) is newer than the driver's CUDA on {where}: it runs only "  # type: ignore[attr-defined]
+                   f"through minor-version compatibility (no PTX JIT, no newer-driver APIs); use {need}")
+        else:
+            msg = (f"driver CUDA {v0.driver_cuda} is more than {params.get('maxMajorSkew', 1)} major version "
+                   f"ahead of image CUDA {rtmm} on {where}; NVIDIA does not support this skew")
+        yield Violation(msg, rt.pointer, c.name)  # type: ignore[attr-defined]
+
+
+register(CheckType(
+    name="cuda-driver-compat",
+    description="Compares each GPU container's CUDA runtime with the drivers of the nodes it can land on.",
+    target="pod",
+    needs_nodes=True,
+    params_schema={
+        "type": "object", "additionalProperties": False, "required": ["mode"],
+        "properties": {
+            "mode": {"enum": ["too-old", "behind-runtime", "major-skew"],
+                     "description": "too-old: incompatible; behind-runtime: only minor-version compatible; "
+                                    "major-skew: driver CUDA major ahead by more than maxMajorSkew."},
+            "maxMajorSkew": {"type": "integer", "minimum": 0, "default": 1,
+                             "description": "Largest supported driver-major minus runtime-major (major-skew)."},
+        },
+    },
+    evaluate=_driver_compat,
+))
+
+
+DRIVER_KEYS = ("cuda-major-version", "cuda-minor-version", "nvidia.com/cuda.runtime-version.major",
+               "nvidia.com/cuda.runtime-version.minor", "nvidia.com/cuda.runtime.major",
+               "nvidia.com/cuda.runtime.minor", "nvidia.com/cuda.driver-version.major",
+               "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver-version.full")
+
+
+def _universe(a: PodAnalysis) -> list[NodeClass]:
+    """One synthetic node per known driver branch (plus any full driver version the pod names)."""
+    nodes = []
+    for branch, cuda in a.ctx.kb.branches:
+        nodes.append({"metadata": {"name": f"R{branch}", "labels": {
+            "cuda-major-version": str(cuda.major), "cuda-minor-version": str(cuda.minor),
+            "nvidia.com/cuda.runtime-version.major": str(cuda.major),
+            "nvidia.com/cuda.runtime-version.minor": str(cuda.minor),
+            "nvidia.com/cuda.runtime.major": str(cuda.major), "nvidia.com/cuda.runtime.minor": str(cuda.minor),
+            "nvidia.com/cuda.driver-version.major": str(branch), "nvidia.com/cuda.driver.major": str(branch)}}})
+    return build_cluster(nodes, a.ctx.kb).classes
+
+
+def _pins_driver(a: PodAnalysis) -> bool:
+    from compatcheck.cluster import required_terms
+
+    sel = a.pod.spec.get("nodeSelector")
+    if isinstance(sel, dict) and any(k in DRIVER_KEYS for k in sel):
+        return True
+    terms = required_terms(a.pod.spec)
+    if not terms:
+        return False
+    # Pinned only if every OR-branch constrains a driver key.
+    return all(any(isinstance(e, dict) and e.get("key") in DRIVER_KEYS for e in (t.get("matchExpressions") or []))
+               for t in terms)
+
+
+def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    if not a.is_gpu_pod or not _pins_driver(a):
+        return
+    from compatcheck.checks.base import _admits_projected
+
+    admitted = [cls for cls in _universe(a) if _admits_projected(a.pod.spec, cls)]
+    if not admitted:
+        return
+    kb = a.ctx.kb
+    accept = set(params.get("accept", ["compatible", "minor-version-compatibility"]))
+    for c, rt in _gpu_runtimes(a):
+        runtime = rt.version  # type: ignore[attr-defined]
+        verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
+        if any(v.verdict in accept or v.verdict == "unknown" for v in verdicts):
+            continue
+        cudas = sorted({str(v.driver_cuda.major_minor()) for v in verdicts if v.driver_cuda}, key=lambda s:
+                       tuple(int(x) for x in s.split(".")))
+        shown = ", ".join(cudas[:6]) + (" ..." if len(cudas) > 6 else "")
+        ptr = a.pod.pointer + ("/nodeSelector" if isinstance(a.pod.spec.get("nodeSelector"), dict) and any(
+            k in DRIVER_KEYS for k in a.pod.spec["nodeSelector"]) else "/affinity/nodeAffinity")
+        lowest = kb.lowest_branch_for(runtime)
+        yield Violation(
+            f"the pod's node selection admits only drivers for CUDA {shown}, too old for image CUDA "
+            f"{runtime.major_minor()} ({rt.origin}); it needs a driver from branch >= {lowest}",  # type: ignore[attr-defined]
+            ptr, c.name)
+
+
+register(CheckType(
+    name="cuda-affinity-pin",
+    description="Reads the driver the pod's own nodeSelector/affinity pins (platform cuda-*-version labels, "
+                "GFD driver and runtime labels) and compares it with each GPU container's CUDA runtime.",
+    target="pod",
+    params_schema={
+        "type": "object", "additionalProperties": False,
+        "properties": {"accept": {"type": "array", "items": {"enum": ["compatible", "minor-version-compatibility"]},
+                                  "description": "Verdicts that satisfy the check (default both)."}},
+    },
+    evaluate=_affinity_pin,
+))
+
+
+def _runtime_known(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    for c, _req in a.gpu_containers:
+        rt = a.runtime(c)
+        if rt.version is not None:
+            continue
+        if rt.origin.startswith(("annotation", "env")):
+            yield Violation(f"{rt.origin}: {rt.problem}", rt.pointer, c.name, input_error=True)
+            continue
+        how = (f'declare it with the annotation {params.get("annotation", "compatcheck.io/cuda-runtime")}'
+               f'.{c.name}: "12.4" (or without .{c.name} for every container), set env CUDA_VERSION, '
+               "or add an image pattern in your rules data directory")
+        reason = f" ({rt.problem})" if rt.problem else ""
+        yield Violation(f"CUDA runtime of container {c.name!r} is unknown{reason}; {how}", rt.pointer, c.name)
+
+
+register(CheckType(
+    name="cuda-runtime-known",
+    description="Reports GPU containers whose CUDA runtime cannot be determined from annotations, env or image.",
+    target="pod",
+    params_schema={"type": "object", "additionalProperties": False,
+                   "properties": {"annotation": {"type": "string", "description": "Annotation prefix to suggest."}}},
+    evaluate=_runtime_known,
+))

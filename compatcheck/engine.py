@@ -1,0 +1,73 @@
+"""The rules engine: evaluate one Kubernetes object against a RuleSet in a context.
+
+Pure: no I/O, no printing, no aiohttp. The CLI and the webhook both call ``evaluate``; findings carry
+RFC 6901 pointers relative to the object, and the caller maps them to lines (CLI) or patches (webhook).
+A check that raises is contained: it becomes a problem entry naming the rule, never a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compatcheck.checks.base import EvalContext, PodAnalysis, Violation
+from compatcheck.model import Finding, Severity
+from compatcheck.rules import Rule, RuleSet
+from compatcheck.workloads import object_ref, pod_targets
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Bad input inside an object (or an internal error of a check): reported as an error, not a finding."""
+
+    message: str
+    pointer: str
+    rule_id: str | None = None
+
+
+@dataclass
+class EvalResult:
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
+             severities: dict[str, Severity] | None = None) -> EvalResult:
+    """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared."""
+    result = EvalResult()
+    rules = list(ruleset)
+    ref = object_ref(obj)
+    object_rules = [r for r in rules if r.check.target == "object"]
+    pod_rules = [r for r in rules if r.check.target == "pod" and (ctx.cluster is not None or not r.needs_nodes)]
+    for rule in object_rules:
+        _run(rule, result, ref, severities, lambda r=rule: r.check.evaluate(obj, ctx, r.params))
+    if pod_rules:
+        seen_problems: set[tuple[str, str]] = set()
+        for pod in pod_targets(obj):
+            analysis = PodAnalysis(pod, ctx)
+            for rule in pod_rules:
+                _run(rule, result, ref, severities, lambda r=rule, a=analysis: r.check.evaluate(a, r.params),
+                     seen_problems)
+    return result
+
+
+def _run(rule: Rule, result: EvalResult, ref: Any, severities: dict[str, Severity] | None, call: Any,
+         seen_problems: set[tuple[str, str]] | None = None) -> None:
+    severity = (severities or {}).get(rule.id, rule.severity)
+    try:
+        violations: list[Violation] = list(call())
+    except Exception as exc:  # a bug in one check must not take the linter or the webhook down
+        result.problems.append(Problem(f"internal error in rule {rule.id}: {type(exc).__name__}: {exc}", "",
+                                       rule.id))
+        return
+    for v in violations:
+        if v.input_error:
+            key = (v.pointer, v.message)
+            if seen_problems is not None and key in seen_problems:
+                continue
+            if seen_problems is not None:
+                seen_problems.add(key)
+            result.problems.append(Problem(v.message, v.pointer, rule.id))
+            continue
+        result.findings.append(Finding(rule.id, severity, v.message, ref, v.pointer, v.container, v.fix))

@@ -1,0 +1,348 @@
+"""Reading manifest files: YAML/JSON documents with line and column for every field.
+
+This is the linter's only YAML reader for user files. It composes nodes with ruamel.yaml (the C
+parser when available) and builds plain dicts/lists itself, recording where each mapping key and
+list item starts, so the engine can stay position-agnostic and findings can still point at lines.
+Bad input becomes an ``InputError`` (one line, with the line number); nothing here raises to callers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from compatcheck.model import InputError
+
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+# Alias expansion ("billion laughs") is bounded per document.
+MAX_NODES_PER_DOCUMENT = 500_000
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+Position = tuple[int, int]  # 1-based line, 1-based column
+
+
+@dataclass
+class Document:
+    """One YAML document (or JSON file) with a side table of positions keyed by container identity."""
+
+    path: str
+    index: int
+    data: Any
+    line: int
+    positions: dict[int, dict[Any, Position]] = field(default_factory=dict, repr=False)
+
+    def locate(self, pointer: str) -> Position:
+        """Line/column of the deepest existing node on ``pointer`` (missing tails map to their parent)."""
+        node: Any = self.data
+        best: Position = (self.line, 1)
+        for token in split_pointer(pointer):
+            table = self.positions.get(id(node))
+            if isinstance(node, dict):
+                key: Any = token
+                if key not in node:
+                    break
+            elif isinstance(node, list):
+                if not token.isdigit() or int(token) >= len(node):
+                    break
+                key = int(token)
+            else:
+                break
+            if table is not None and key in table:
+                best = table[key]
+            node = node[key]
+        return best
+
+
+@dataclass
+class ParsedFile:
+    path: str
+    documents: list[Document]
+    errors: list[InputError]
+    notes: list[InputError]
+    text: str | None = None
+
+
+def split_pointer(pointer: str) -> list[str]:
+    if pointer in ("", "/"):
+        return []
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.lstrip("/").split("/")]
+
+
+def escape_token(token: str | int) -> str:
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def join_pointer(*tokens: str | int) -> str:
+    return "".join("/" + escape_token(t) for t in tokens)
+
+
+class _DocumentBuilder:
+    """Turns composed nodes into Python values, recording positions and rejecting duplicate keys."""
+
+    _INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0o[0-7]+|0x[0-9a-fA-F]+)$")
+
+    def __init__(self) -> None:
+        self.positions: dict[int, dict[Any, Position]] = {}
+        self.budget = MAX_NODES_PER_DOCUMENT
+
+    def build(self, node: Node) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
+            raise _BuildError("document expands to too many nodes (alias bomb?)", node)
+        if isinstance(node, ScalarNode):
+            return self._scalar(node)
+        if isinstance(node, SequenceNode):
+            items: list[Any] = []
+            table: dict[Any, Position] = {}
+            for i, child in enumerate(node.value):
+                table[i] = _mark(child)
+                items.append(self.build(child))
+            self.positions[id(items)] = table
+            return items
+        if isinstance(node, MappingNode):
+            return self._mapping(node)
+        raise _BuildError(f"unsupported YAML node {type(node).__name__}", node)
+
+    def _mapping(self, node: MappingNode) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        table: dict[Any, Position] = {}
+        merged: list[tuple[dict[Any, Any], dict[Any, Position]]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                # YAML 1.1 merge keys (used with anchors in real manifests): explicit keys win.
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                for src in sources:
+                    if not isinstance(src, MappingNode):
+                        raise _BuildError("merge key '<<' needs a mapping or a list of mappings", src)
+                    built = self._mapping(src)
+                    merged.append((built, self.positions.get(id(built), {})))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                raise _BuildError("mapping keys must be plain scalars", key_node)
+            key = self._scalar(key_node)
+            if isinstance(key, (list, dict)):
+                raise _BuildError("mapping keys must be plain scalars", key_node)
+            if key in out:
+                line, _ = table[key]
+                raise _BuildError(f"duplicate key {key!r} (first defined on line {line})", key_node)
+            table[key] = _mark(key_node)
+            out[key] = self.build(value_node)
+        for built, built_table in merged:
+            for k, v in built.items():
+                if k not in out:
+                    out[k] = v
+                    if k in built_table:
+                        table[k] = built_table[k]
+        self.positions[id(out)] = table
+        return out
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        tag = node.tag
+        value: str = node.value
+        if tag == "tag:yaml.org,2002:str" or node.style in ("'", '"', "|", ">"):
+            return value
+        if tag == "tag:yaml.org,2002:null":
+            return None
+        if tag == "tag:yaml.org,2002:bool":
+            return value.lower() in ("true", "yes", "on")
+        if tag == "tag:yaml.org,2002:int":
+            text = value.replace("_", "")
+            try:
+                return int(text, 0) if self._INT_RE.match(value) else int(text)
+            except ValueError:
+                return value
+        if tag == "tag:yaml.org,2002:float":
+            text = value.replace("_", "").lower()
+            if text in (".inf", "+.inf"):
+                return float("inf")
+            if text == "-.inf":
+                return float("-inf")
+            if text == ".nan":
+                return float("nan")
+            try:
+                return float(text)
+            except ValueError:
+                return value
+        # timestamps, binary and custom tags stay as their text, as Kubernetes would read them.
+        return value
+
+
+class _BuildError(Exception):
+    def __init__(self, message: str, node: Node) -> None:
+        super().__init__(message)
+        self.line = node.start_mark.line + 1
+
+
+def _mark(node: Node) -> Position:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+_yaml_parser: YAML | None = None
+
+
+def _parser() -> YAML:
+    global _yaml_parser
+    if _yaml_parser is None:
+        _yaml_parser = YAML(typ="safe", pure=False)
+    return _yaml_parser
+
+
+def _yaml_error(path: str, exc: YAMLError) -> InputError:
+    if isinstance(exc, MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        line = mark.line + 1 if mark is not None else None
+        return InputError(path, f"invalid YAML: {problem}", line)
+    return InputError(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
+HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
+
+
+def parse_text(path: str, text: str) -> ParsedFile:
+    """Parse all documents of a YAML or JSON text. Documents before a syntax error are kept."""
+    result = ParsedFile(path=path, documents=[], errors=[], notes=[], text=text)
+    if path.endswith(".json") and text.lstrip().startswith(("{", "[")):
+        return _parse_json(path, text, result)
+    index = 0
+    try:
+        for node in _parser().compose_all(text):
+            if node is None:
+                index += 1
+                continue
+            builder = _DocumentBuilder()
+            try:
+                data = builder.build(node)
+            except _BuildError as exc:
+                bad_line = text.splitlines()[exc.line - 1] if 0 < exc.line <= text.count("\n") + 1 else ""
+                if "{{" in bad_line:
+                    result.notes.append(InputError(path, f"document {index + 1} looks like an unrendered template "
+                                                         "({{ ... }}); skipped", exc.line))
+                else:
+                    result.errors.append(InputError(path, f"document {index + 1}: {exc}", exc.line))
+                index += 1
+                continue
+            result.documents.append(Document(path, index, data, node.start_mark.line + 1, builder.positions))
+            index += 1
+    except YAMLError as exc:
+        err = _yaml_error(path, exc)
+        if HELM_MARKER.search(text):
+            result.notes.append(
+                InputError(path, "looks like an unrendered template ({{ ... }}); skipped the rest of the file"
+                           " (render it first, e.g. helm template)", err.line)
+            )
+        else:
+            result.errors.append(err)
+    except RecursionError:
+        result.errors.append(InputError(path, "invalid YAML: nesting too deep"))
+    return result
+
+
+def _parse_json(path: str, text: str, result: ParsedFile) -> ParsedFile:
+    try:
+        # Prefer the YAML composer for positions: JSON is (almost always) valid YAML 1.2.
+        nodes = list(_parser().compose_all(text))
+        if len(nodes) == 1 and nodes[0] is not None:
+            builder = _DocumentBuilder()
+            data = builder.build(nodes[0])
+            result.documents.append(Document(path, 0, data, 1, builder.positions))
+            return result
+    except (YAMLError, _BuildError, RecursionError):
+        pass
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        result.errors.append(InputError(path, f"invalid JSON: {exc.msg}", exc.lineno))
+        return result
+    except RecursionError:
+        result.errors.append(InputError(path, "invalid JSON: nesting too deep"))
+        return result
+    result.documents.append(Document(path, 0, data, 1))
+    return result
+
+
+def decode(path: str, raw: bytes, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[str | None, InputError | None]:
+    if len(raw) > max_bytes:
+        return None, InputError(
+            path, f"file is {len(raw) / 1e6:.1f} MB, over the {max_bytes // (1024 * 1024)} MiB limit (--max-file-size)"
+        )
+    if b"\x00" in raw[:8192]:
+        return None, InputError(path, "binary file (contains NUL bytes), not YAML or JSON")
+    try:
+        return raw.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        return None, InputError(path, "not UTF-8 text (binary file?)", line)
+
+
+def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedFile:
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(max_bytes + 1)
+        else:
+            size = os.path.getsize(path)
+            if size > max_bytes:
+                return ParsedFile(path, [], [InputError(
+                    path, f"file is {size / 1e6:.1f} MB, over the {max_bytes // (1024 * 1024)} MiB limit"
+                    " (--max-file-size)")], [])
+            raw = Path(path).read_bytes()
+    except OSError as exc:
+        return ParsedFile(path, [], [InputError(path, f"cannot read: {exc.strerror or exc}")], [])
+    text, err = decode(path, raw, max_bytes)
+    if err is not None or text is None:
+        return ParsedFile(path, [], [err] if err else [], [])
+    return parse_text(path, text)
+
+
+def expand_paths(paths: list[str]) -> tuple[list[str], list[InputError]]:
+    """Files as given; directories recursively (*.yaml, *.yml, *.json), sorted, hidden dirs skipped."""
+    files: list[str] = []
+    errors: list[InputError] = []
+    for p in paths:
+        if p == "-":
+            files.append(p)
+        elif os.path.isdir(p):
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                files.extend(os.path.join(root, n) for n in sorted(names) if n.endswith(MANIFEST_SUFFIXES))
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            errors.append(InputError(p, "no such file or directory"))
+    return files, errors
+
+
+def iter_objects(doc: Document) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Kubernetes objects in a document with their pointer prefix; ``kind: List`` is unwrapped."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return
+    if data.get("kind") == "List" or (
+        isinstance(data.get("kind"), str) and data["kind"].endswith("List") and isinstance(data.get("items"), list)
+    ):
+        items = data.get("items")
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                if is_kubernetes_object(item):
+                    yield f"/items/{i}", item
+        return
+    if is_kubernetes_object(data):
+        yield "", data
+
+
+def is_kubernetes_object(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("kind"), str)
+        and isinstance(data.get("apiVersion"), str)
+    )

@@ -1,0 +1,105 @@
+"""The findings/fixes model shared by the linter, ``fix`` and the admission webhook.
+
+Plain frozen dataclasses with no third-party imports. Nothing here evaluates, formats or does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+JsonValue = Any
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class Applicability(str, Enum):
+    """After ruff: only SAFE fixes are applied unattended (``fix``, mutating webhook)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    api_version: str | None
+    kind: str | None
+    namespace: str | None
+    name: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"apiVersion": self.api_version, "kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+    def describe(self) -> str:
+        ns = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind or '?'} {ns}{self.name or '<unnamed>'}"
+
+
+@dataclass(frozen=True, slots=True)
+class PatchOp:
+    """One RFC 6902 operation. ``path`` is an RFC 6901 pointer (absolute once it leaves the engine)."""
+
+    op: Literal["add", "remove", "replace", "test"]
+    path: str
+    value: JsonValue = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        out: dict[str, JsonValue] = {"op": self.op, "path": self.path}
+        if self.op != "remove":
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    description: str
+    applicability: Applicability
+    ops: tuple[PatchOp, ...]
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "description": self.description,
+            "applicability": self.applicability.value,
+            "patch": [op.to_json() for op in self.ops],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    path: str
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule_id: str
+    severity: Severity
+    message: str
+    obj: ObjectRef
+    pointer: str
+    container: str | None = None
+    fix: Fix | None = None
+    source: SourceRef | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class InputError:
+    """A file (or document) that could not be read or understood; reported, never raised to the user."""
+
+    path: str
+    message: str
+    line: int | None = None

@@ -1,0 +1,37 @@
+"""JSON output: the stable, versioned contract (``"version": 1``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compatcheck.report.model import LintReport
+
+
+def render(report: LintReport) -> str:
+    findings: list[dict[str, Any]] = []
+    for f in report.findings:
+        item: dict[str, Any] = {
+            "rule": f.rule_id, "severity": f.severity.value, "message": f.message,
+            "file": f.source.path if f.source else None,
+            "line": f.source.line if f.source else None,
+            "column": f.source.column if f.source else None,
+            "pointer": f.pointer, "object": f.obj.to_json(), "container": f.container,
+        }
+        if f.fix is not None:
+            item["fix"] = f.fix.to_json()
+        findings.append(item)
+    errors = []
+    for e in report.errors:
+        entry: dict[str, Any] = {"file": e.path, "message": e.message}
+        if e.line is not None:
+            entry["line"] = e.line
+        errors.append(entry)
+    out = {
+        "version": 1,
+        "findings": findings,
+        "errors": errors,
+        "skipped": [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes],
+        "summary": {"files": report.files, "objects": report.objects, "findings": report.counts()},
+    }
+    return json.dumps(out, indent=2) + "\n"

@@ -1,0 +1,38 @@
+"""Human-readable output grouped by file, coloured on a terminal."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from compatcheck.report.model import LintReport
+
+_COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m", "note": "\033[2m"}
+_RESET = "\033[0m"
+
+
+def render(report: LintReport) -> str:
+    def paint(text: str, kind: str) -> str:
+        return f"{_COLORS[kind]}{text}{_RESET}" if report.color else text
+
+    lines: list[str] = []
+    for e in report.errors:
+        where = f"{e.path}:{e.line}" if e.line else e.path
+        lines.append(f"{where}: {paint('error', 'error')}: {e.message}")
+    for n in report.notes:
+        where = f"{n.path}:{n.line}" if n.line else n.path
+        lines.append(f"{where}: {paint('note', 'note')}: {n.message}")
+    ordered = sorted(report.findings, key=lambda f: (f.source.path if f.source else "",
+                                                     (f.source.line or 0) if f.source else 0, f.rule_id))
+    for path, group in groupby(ordered, key=lambda f: f.source.path if f.source else "<input>"):
+        lines.append(paint(path, "note") if report.color else path)
+        for f in group:
+            loc = f"{f.source.line}:{f.source.column}" if f.source and f.source.line else "-"
+            ctr = f" [{f.container}]" if f.container else ""
+            lines.append(f"  {loc:>8}  {paint(f.severity.value, f.severity.value):<7}  {f.message}  "
+                         f"({f.rule_id}; {f.obj.describe()}{ctr})")
+            if f.fix is not None:
+                lines.append(f"            fix ({f.fix.applicability.value}): {f.fix.description}")
+    c = report.counts()
+    lines.append(f"{report.files} files, {report.objects} objects: {c['error']} errors, {c['warning']} warnings, "
+                 f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else ""))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""Rules: the typed record of a rule file and the RuleSet (built-ins plus admin rules).
+
+Validation of rule files against ``schemas/rule.schema.json`` and of ``check.params`` against the
+check type's ``params_schema`` happens here; every problem is collected before failing. Pure: the
+``loader`` module reads files and hands parsed documents in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from compatcheck import checks
+from compatcheck.checks.base import CheckType, UnknownCheckType
+from compatcheck.model import Severity
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str
+    severity: Severity
+    check: CheckType
+    params: dict[str, Any]
+    rationale: str
+    remediation: str
+    references: tuple[str, ...]
+    origin: str  # file the rule came from
+    builtin: bool = True
+
+    @property
+    def needs_nodes(self) -> bool:
+        return self.check.needs_nodes
+
+
+@dataclass(frozen=True)
+class RuleProblem:
+    path: str
+    pointer: str
+    message: str
+    line: int | None = None
+
+
+def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+    from jsonschema import Draft202012Validator  # lazy: only when validating
+
+    out = []
+    for err in sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)):
+        pointer = "".join("/" + str(p) for p in err.absolute_path)
+        msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+        out.append(RuleProblem(path, pointer, f"{pointer or '/'}: {msg}"))
+    return out
+
+
+def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: bool,
+               rule_schema: dict[str, Any] | None = None) -> tuple[Rule | None, list[RuleProblem]]:
+    problems: list[RuleProblem] = []
+    if validate and rule_schema is not None:
+        problems = schema_problems(doc, rule_schema, origin)
+        if problems:
+            return None, problems
+    try:
+        check_type = checks.get(doc["check"]["type"])
+    except UnknownCheckType as exc:
+        return None, [RuleProblem(origin, "/check/type", str(exc))]
+    params = dict(doc["check"].get("params") or {})
+    if validate:
+        for p in schema_problems(params, check_type.params_schema, origin):
+            problems.append(RuleProblem(origin, "/check/params" + p.pointer,
+                                        f"check {check_type.name} params: {p.message}"))
+        if problems:
+            return None, problems
+    docs = doc["docs"]
+    rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
+                docs["remediation"], tuple(docs["references"]), origin, builtin)
+    return rule, []
+
+
+@dataclass
+class RuleSet:
+    rules: dict[str, Rule]
+
+    def get(self, rule_id: str) -> Rule:
+        try:
+            return self.rules[rule_id]
+        except KeyError:
+            raise KeyError(f"no such rule: {rule_id!r}") from None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(sorted(self.rules.values(), key=lambda r: r.id))
+
+    def __len__(self) -> int:
+        return len(self.rules)
