@@ -11,7 +11,7 @@ from compatcheck.rules import Rule, RuleSet
 
 def rule_json(r: Rule) -> dict[str, Any]:
     return {"id": r.id, "severity": r.severity.value, "summary": r.summary, "checkType": r.check.name,
-            "needsNodes": r.needs_nodes, "fix": r.check.fix_applicability.value if r.check.fix_applicability else None,
+            "needsNodes": r.needs_nodes, "fix": r.fix_applicability.value if r.fix_applicability else None,
             "params": r.params, "rationale": r.rationale, "remediation": r.remediation,
             "references": list(r.references)}
 
@@ -29,7 +29,7 @@ def markdown(ruleset: RuleSet) -> str:
            "| Rule | Severity | Needs `--nodes` | Fix | Summary |", "|---|---|---|---|---|"]
     rules = list(ruleset)
     for r in rules:
-        fix = r.check.fix_applicability.value if r.check.fix_applicability else ""
+        fix = r.fix_applicability.value if r.fix_applicability else ""
         out.append(f"| [`{r.id}`](#{r.id}) | {r.severity.value} | {'yes' if r.needs_nodes else ''} | {fix} | "
                    f"{r.summary} |")
     for r in rules:

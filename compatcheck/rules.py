@@ -12,7 +12,7 @@ from typing import Any
 
 from compatcheck import checks
 from compatcheck.checks.base import CheckType, UnknownCheckType
-from compatcheck.model import Severity
+from compatcheck.model import Applicability, Severity
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,13 @@ class Rule:
     @property
     def needs_nodes(self) -> bool:
         return self.check.needs_nodes
+
+    @property
+    def fix_applicability(self) -> Applicability | None:
+        modes = self.check.fix_modes
+        if modes is not None and self.params.get("mode") not in modes:
+            return None
+        return self.check.fix_applicability
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class CheckType:
     evaluate: Callable[..., Iterable[Violation]]
     needs_nodes: bool = False
     fix_applicability: Applicability | None = None
+    # Modes (params.mode) that can produce a fix; None = every mode.
+    fix_modes: tuple[str, ...] | None = None
 
 
 @dataclass

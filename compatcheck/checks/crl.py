@@ -79,6 +79,7 @@ register(CheckType(
                 "types of every key of that group.",
     target="pod",
     fix_applicability=Applicability.SAFE,
+    fix_modes=("limit-required", "request-policy"),
     params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
         "mode": {"enum": ["limit-required", "limit-disabled", "request-policy", "value-type"]}}},
     evaluate=_policy,

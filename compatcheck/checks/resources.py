@@ -234,6 +234,7 @@ register(CheckType(
     target="pod",
     needs_nodes=True,
     fix_applicability=Applicability.UNSAFE,
+    fix_modes=("toleration-missing",),
     params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
         "mode": {"enum": ["no-eligible-node", "toleration-missing"]}}},
     evaluate=_eligibility,

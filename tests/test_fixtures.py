@@ -1,0 +1,100 @@
+"""Per-rule fixtures, discovered from the filesystem (fixtures/<rule-id>/{pass,fail,fixed}.<case>.yaml).
+
+Each case runs with only its rule enabled. Context comes from ``nodes.yaml`` / ``nodes.<case>.yaml``
+(a node list or ClusterProfile) and ``crl.yaml`` beside the cases. Every ``fail`` must produce a finding
+of the rule, every ``pass`` none, and every ``fixed`` golden must equal the fail case after its fixes
+and lint clean of the rule.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from compatcheck.checks.base import EvalContext
+from compatcheck.crl import CrlIndex, build_index
+from compatcheck.engine import evaluate
+from compatcheck.fixes import apply_fixes
+from compatcheck.loader import Loaded, load_nodes
+from compatcheck.manifests import iter_objects, read_file
+from compatcheck.model import Applicability
+from tests.conftest import FIXTURES
+
+CASES = sorted(
+    (p.parent.name, p.name.split(".", 1)[0], p.name.split(".")[1], p)
+    for p in FIXTURES.glob("*/*.yaml")
+    if p.name.split(".", 1)[0] in ("pass", "fail") and not p.parent.name.startswith("_")
+)
+ONLY = os.environ.get("COMPATCHECK_RULE")
+
+
+def _objects(path: Path) -> list[dict]:
+    parsed = read_file(str(path))
+    assert not parsed.errors, parsed.errors
+    return [obj for doc in parsed.documents for _p, obj in iter_objects(doc)]
+
+
+def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
+    nodes = rule_dir / f"nodes.{case}.yaml"
+    if not nodes.exists():
+        nodes = rule_dir / "nodes.yaml"
+    cluster = None
+    if nodes.exists():
+        cluster, errors = load_nodes(str(nodes), loaded.kb, 1 << 24)
+        assert not errors, errors
+    crl = CrlIndex()
+    if (rule_dir / "crl.yaml").exists():
+        crl, invalid = build_index(_objects(rule_dir / "crl.yaml"))
+        assert not invalid, invalid
+    return EvalContext(loaded.kb, cluster, crl)
+
+
+@pytest.mark.parametrize(("rule_id", "kind", "case", "path"),
+                         [c for c in CASES if ONLY is None or c[0] == ONLY],
+                         ids=[f"{c[0]}/{c[1]}.{c[2]}" for c in CASES if ONLY is None or c[0] == ONLY])
+def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path) -> None:
+    rule = loaded.ruleset.get(rule_id)
+    ctx = _context(loaded, path.parent, case)
+    objects = _objects(path)
+    assert objects, f"{path} holds no Kubernetes object"
+    results = [evaluate(obj, [rule], ctx) for obj in objects]
+    for r in results:
+        assert not r.problems, r.problems
+    findings = [f for r in results for f in r.findings]
+    if kind == "pass":
+        assert findings == [], [f.message for f in findings]
+        return
+    assert findings, f"{path.name}: expected a {rule_id} finding"
+    assert all(f.rule_id == rule_id for f in findings)
+    fixed_path = path.with_name(f"fixed.{case}.yaml")
+    fixable = [f for f in findings if f.fix is not None]
+    if not fixed_path.exists():
+        return
+    assert fixable, f"{fixed_path.name} exists but {rule_id} offered no fix"
+    fixed_objects = []
+    for obj, r in zip(objects, results):
+        new, applied = apply_fixes(obj, r.findings, {Applicability.SAFE, Applicability.UNSAFE})
+        fixed_objects.append(new)
+    assert fixed_objects == _objects(fixed_path)
+    for obj in fixed_objects:
+        assert evaluate(obj, [rule], ctx).findings == []
+
+
+def test_every_rule_has_pass_and_fail_fixtures(loaded: Loaded) -> None:
+    have = {(r, k) for r, k, _c, _p in CASES}
+    missing = [f"{rid}/{k}" for rid in loaded.ruleset.rules for k in ("pass", "fail") if (rid, k) not in have]
+    assert not missing, f"rules without fixtures: {missing}"
+
+
+def test_every_fixable_rule_has_a_fixed_golden(loaded: Loaded) -> None:
+    missing = [r.id for r in loaded.ruleset if r.fix_applicability is not None
+               and not list((FIXTURES / r.id).glob("fixed.*.yaml"))]
+    assert not missing, f"fixable rules without a fixed.* golden: {missing}"
+
+
+def test_fixture_dirs_name_existing_rules(loaded: Loaded) -> None:
+    stray = [p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith("_")
+             and p.name not in loaded.ruleset.rules]
+    assert not stray, f"fixture directories for unknown rules: {stray}"
