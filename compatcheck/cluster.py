@@ -393,7 +393,8 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
                 allocatable.setdefault("nvidia.com/gpu", sum(int(n) for n in mig.values()) * gpus)
         else:
             labels["nvidia.com/gpu.sharing-strategy"] = "none"
-            if gpus:
+            # GPU-Manager nodes advertise only tencent.com/vcuda-*; HAMi keeps nvidia.com/gpu.
+            if gpus and not (isinstance(pool.get("vgpu"), dict) and pool["vgpu"].get("type") == "gpu-manager"):
                 allocatable.setdefault("nvidia.com/gpu", gpus)
         vgpu = pool.get("vgpu")
         if isinstance(vgpu, dict):

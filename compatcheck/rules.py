@@ -53,7 +53,12 @@ def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> l
 
     out = []
     for err in sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)):
-        pointer = "".join("/" + str(p) for p in err.absolute_path)
+        pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            # Point at the first unexpected key (the typo), not at its parent mapping.
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            if extra:
+                pointer += "/" + str(extra[0]).replace("~", "~0").replace("/", "~1")
         msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
         out.append(RuleProblem(path, pointer, f"{pointer or '/'}: {msg}"))
     return out

@@ -53,7 +53,8 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         lowest = kb.lowest_branch_for(runtime)
         need = f"a driver from branch >= {lowest}" if lowest else f"a driver for CUDA >= {rtmm}"
         if mode == "too-old":
-            floor = f" (or >= {v0.mvc_floor} with minor-version compatibility)" if v0.mvc_floor else ""
+            floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
+                     if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
             fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in bad) else ""
             msg = f"image CUDA {rtmm} ({rt.origin}) needs {need}{floor}; eligible nodes run {where}{fwd}"  # type: ignore[attr-defined]
         elif mode == "behind-runtime":

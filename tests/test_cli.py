@@ -1,0 +1,253 @@
+"""The CLI run as a user runs it: subprocesses on real files, exit codes, output contracts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", *args], input=stdin, capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def test_lint_examples_json_contract() -> None:
+    proc = run("lint", "examples/manifests", "--nodes", "examples/cluster-profile.yaml", "--format", "json")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["version"] == 1
+    assert out["summary"]["files"] == 3 and out["summary"]["objects"] == 3
+    by_rule = {f["rule"]: f for f in out["findings"]}
+    dtype = by_rule["dtype-unsupported-by-gpu"]
+    assert dtype["file"] == "examples/manifests/vllm-bf16-on-t4.yaml"
+    assert (dtype["line"], dtype["column"]) == (20, 52)
+    assert dtype["pointer"] == "/spec/template/spec/containers/0/args/1"
+    assert dtype["object"] == {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "serving", "name": "vllm"}
+    assert dtype["container"] == "vllm"
+    assert dtype["fix"] == {"description": "use --dtype=half", "applicability": "unsafe",
+                            "patch": [{"op": "replace", "path": "/spec/template/spec/containers/0/args/1",
+                                       "value": "--dtype=half"}]}
+    paddle = by_rule["paddle-allocator-conflict"]
+    assert paddle["fix"]["patch"] == [{"op": "add", "path": "/spec/template/spec/containers/0/env",
+                                       "value": [{"name": "FLAGS_allocator_strategy", "value": "naive_best_fit"}]}]
+    assert "eligible nodes run 470.82.01 (CUDA 11.4)" in by_rule["cuda-driver-too-old"]["message"]
+    assert set(by_rule) >= {"vgpu-baseline-too-old", "vgpu-major-mismatch", "cuda-driver-behind-runtime"}
+    assert not any(f["file"].endswith("training-job.yaml") for f in out["findings"])
+
+
+def test_clean_file_exits_zero_and_text_summary() -> None:
+    proc = run("lint", "examples/manifests/training-job.yaml", "--nodes", "examples/cluster-profile.yaml")
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.strip().endswith("1 files, 1 objects: 0 errors, 0 warnings, 0 info")
+
+
+def test_fail_on_threshold(tmp_path: Path) -> None:
+    f = write(tmp_path, "p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                                  "  - name: c\n    image: corp/app:1\n    resources: {limits: {nvidia.com/gpu: 1}}\n")
+    assert run("lint", str(f)).returncode == 0  # only an info finding
+    assert run("lint", str(f), "--fail-on", "info").returncode == 1
+
+
+def test_stdin(tmp_path: Path) -> None:
+    text = (EXAMPLES / "manifests" / "vllm-bf16-on-t4.yaml").read_text()
+    proc = run("lint", "-", "--format", "json", stdin=text)
+    assert proc.returncode == 1
+    assert {f["rule"] for f in json.loads(proc.stdout)["findings"]} == {"dtype-unsupported-by-gpu"}
+
+
+@pytest.mark.parametrize(("name", "content", "message", "line"), [
+    ("broken.yaml", "apiVersion: v1\nkind: Pod\nspec: {containers: [\n", "invalid YAML", 4),
+    ("dup.yaml", "apiVersion: v1\nkind: Pod\nkind: Pod\n", "duplicate key 'kind' (first defined on line 2)", 3),
+    ("tabs.json", "{\n\t\"kind\": \"Pod\",\n\t\"apiVersion\": \"v1\",,\n}", "invalid JSON", 3),
+    ("bin.yaml", b"\x00\x01\x02binary".decode("latin-1"), "binary file", None),
+    ("version.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"
+                     "    compatcheck.io/cuda-runtime: \"12.x\"\nspec:\n  containers:\n  - name: c\n    image: x\n"
+                     "    resources: {limits: {nvidia.com/gpu: 1}}\n", "'12.x' is not a version number", 6),
+    ("latest.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n"
+                    "    image: x\n    env: [{name: CUDA_VERSION, value: latest}]\n"
+                    "    resources: {limits: {nvidia.com/gpu: 1}}\n", "'latest' is not a version number", 8),
+])
+def test_bad_input_is_one_line_with_file_and_line(tmp_path: Path, name: str, content: str, message: str,
+                                                  line: int | None) -> None:
+    bad = tmp_path / name
+    bad.write_bytes(content.encode("latin-1") if "\x00" in content else content.encode())
+    good = EXAMPLES / "manifests" / "vllm-bf16-on-t4.yaml"
+    proc = run("lint", str(bad), str(good), "--format", "json")
+    assert proc.returncode == 2
+    out = json.loads(proc.stdout)
+    assert len(out["errors"]) == 1
+    err = out["errors"][0]
+    assert err["file"] == str(bad) and message in err["message"] and "\n" not in err["message"]
+    assert err.get("line") == line
+    assert any(f["rule"] == "dtype-unsupported-by-gpu" for f in out["findings"]), "other files still linted"
+    text = run("lint", str(bad))
+    first = text.stdout.splitlines()[0]
+    assert first.startswith(f"{bad}:{line}: error:" if line else f"{bad}: error:")
+
+
+def test_oversized_file(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("w") as fh:
+        chunk = "# " + "x" * 1000 + "\n"
+        for _ in range(51_000):
+            fh.write(chunk)
+    proc = run("lint", str(big))
+    assert proc.returncode == 2
+    assert "over the 16 MiB limit" in proc.stdout
+
+
+def test_absurd_numbers_and_wrong_types_do_not_crash(tmp_path: Path) -> None:
+    f = write(tmp_path, "odd.yaml", """
+apiVersion: v1
+kind: Pod
+metadata: {name: odd, annotations: [not, a, map]}
+spec:
+  nodeSelector: {cuda-major-version: 99999999999999999999}
+  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "oops"}}}
+  tolerations: 7
+  containers:
+  - name: a
+    image: nvidia/cuda:9999.1-base
+    resources: {limits: {nvidia.com/gpu: 1e400}, requests: "x"}
+  - "not a container"
+  - name: b
+    env: {FLAGS: 1}
+    resources: {limits: {nvidia.com/gpu: 99999999999999999999999}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d}
+spec: {template: [1, 2]}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: c}
+spec: {jobTemplate: {spec: null}}
+""")
+    proc = run("lint", str(f), "--nodes", "examples/cluster-profile.yaml", "--format", "json")
+    assert proc.returncode in (0, 1, 2)
+    out = json.loads(proc.stdout)
+    assert not any("internal error" in e["message"] for e in out["errors"]), out["errors"]
+
+
+def test_unrendered_helm_template_is_skipped_with_note(tmp_path: Path) -> None:
+    f = write(tmp_path, "deployment.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n"
+                                           "  name: {{ include \"x.fullname\" . }}\n  {{- with .Values.labels }}\n")
+    proc = run("lint", str(f), "--format", "json")
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["errors"] == [] and out["skipped"][0]["file"] == str(f)
+    assert "unrendered template" in out["skipped"][0]["reason"]
+
+
+def test_non_kubernetes_yaml_is_skipped_quietly(tmp_path: Path) -> None:
+    f = write(tmp_path, "values.yaml", "replicaCount: 2\nimage: {repository: nginx}\n---\n- a\n- b\n")
+    proc = run("lint", str(f), "--format", "json")
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["findings"] == [] and out["errors"] == [] and out["summary"]["objects"] == 0
+
+
+def test_kind_list_and_multi_document(tmp_path: Path) -> None:
+    pod = ("{apiVersion: v1, kind: Pod, metadata: {name: p%d}, spec: {containers: [{name: c, image: "
+           "'nvidia/cuda:12.4.1-base-ubuntu22.04', resources: {limits: {nvidia.com/gpu: 0.5}}}]}}")
+    f = write(tmp_path, "list.yaml", f"---\n---\napiVersion: v1\nkind: List\nitems:\n- {pod % 1}\n- {pod % 2}\n"
+                                     f"---\n{pod % 3}\n")
+    out = json.loads(run("lint", str(f), "--format", "json").stdout)
+    found = [(x["object"]["name"], x["line"], x["pointer"]) for x in out["findings"]
+             if x["rule"] == "extended-resource-invalid"]
+    assert [n for n, _l, _p in found] == ["p1", "p2", "p3"]
+    assert found[0][1] == 6 and found[1][1] == 7 and found[2][1] == 9
+    assert found[0][2] == "/spec/containers/0/resources/limits/nvidia.com~1gpu"
+
+
+def test_versions_command() -> None:
+    proc = run("versions", "--driver", "535.104.05", "--runtime", "12.4", "--format", "json")
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["driverCuda"] == "12.2" and out["verdict"] == "minor-version-compatibility"
+    assert out["driver"] == "535.104.05" and out["runtime"] == "12.4" and out["reasons"]
+    assert json.loads(run("versions", "--driver", "565.57.01", "--runtime", "12.7", "--format", "json")
+                      .stdout)["verdict"] == "compatible"
+    bad = run("versions", "--driver", "latest", "--runtime", "12.4")
+    assert bad.returncode == 2 and "not a version number" in bad.stderr
+    assert run("versions", "--driver", "470.82.01", "--runtime", "12.0").returncode == 1
+
+
+def test_rules_list_and_explain_pipe() -> None:
+    listing = run("rules", "list")
+    assert listing.returncode == 0 and "cuda-driver-too-old" in listing.stdout
+    one = "\n".join(ln for ln in listing.stdout.splitlines() if ln.startswith("cuda-driver-too-old"))
+    explained = run("rules", "explain", stdin=one)
+    assert explained.returncode == 0 and "forward compatibility" in explained.stdout.lower()
+    assert run("rules", "explain", "no-such-rule").returncode == 2
+
+
+def test_generated_rule_docs_have_not_drifted() -> None:
+    proc = run("rules", "list", "--format", "markdown")
+    assert proc.returncode == 0
+    committed = (ROOT / "docs" / "rules.md").read_text()
+    assert proc.stdout == committed, "docs/rules.md is stale: run compatcheck rules list --format markdown > docs/rules.md"
+
+
+def test_invalid_admin_rules_stop_with_every_error_listed(tmp_path: Path) -> None:
+    d = tmp_path / "rules.d"
+    (d / "data").mkdir(parents=True)
+    write(d, "my-rule.yaml", "apiVersion: compatcheck/v1\nid: my-rule\nsummary: A rule with a typo in it here.\n"
+                             "severity: fatal\ncheck: {type: cuda-driver-compat, params: {mode: too-old}}\n"
+                             "docs: {rationale: 'long enough rationale text', remediation: Fix it., references: ['x://y']}\n"
+                             "colour: red\n")
+    write(d, "other.yaml", "apiVersion: compatcheck/v1\nid: not-other\nsummary: Mismatched id and file name.\n"
+                           "severity: error\ncheck: {type: no-such-type}\n"
+                           "docs: {rationale: 'long enough rationale text', remediation: Fix it., references: ['x://y']}\n")
+    write(d, "cuda-driver-too-old.yaml", (ROOT / "rules" / "cuda-driver-too-old.yaml").read_text())
+    write(d / "data", "images.yaml", "apiVersion: compatcheck/v1\ntable: image-patterns\nsources: {ME: internal}\n"
+                                     "rows:\n  - {name: corp, pattern: '^corp/', source: NOPE}\n")
+    proc = run("lint", "examples/manifests", "--rules-dir", str(d))
+    assert proc.returncode == 2
+    err = proc.stderr
+    assert f"{d}/my-rule.yaml:7: error:" in err and "colour" in err
+    assert "fatal" in err
+    assert "no such check type" in err
+    assert "already defined" in err and "overrides" in err
+    assert "neither a key of sources nor a URL" in err
+    assert proc.stdout == ""
+
+
+def test_admin_image_pattern_without_python(tmp_path: Path) -> None:
+    d = tmp_path / "rules.d"
+    (d / "data").mkdir(parents=True)
+    write(d / "data", "images.yaml", "apiVersion: compatcheck/v1\ntable: image-patterns\n"
+                                     "sources: {INTERNAL: 'https://wiki.example.com/images'}\nrows:\n"
+                                     "  - {name: corp, pattern: '^registry.corp/ml/torch:cu(?P<cuda>\\d+\\.\\d+)-', "
+                                     "source: INTERNAL}\n")
+    pod = write(tmp_path, "p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                                    "  - name: c\n    image: registry.corp/ml/torch:cu12.8-2\n"
+                                    "    resources: {limits: {nvidia.com/gpu: 1}}\n")
+    proc = run("lint", str(pod), "--rules-dir", str(d), "--nodes", "examples/cluster-profile.yaml",
+               "--format", "json")
+    rules = {f["rule"] for f in json.loads(proc.stdout)["findings"]}
+    assert "cuda-driver-behind-runtime" in rules and "cuda-runtime-unknown" not in rules
+
+
+def test_rules_validate() -> None:
+    proc = run("rules", "validate")
+    assert proc.returncode == 0 and "26 rules" in proc.stdout
