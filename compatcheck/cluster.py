@@ -12,10 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compatcheck.jsonutil import mapping
 from compatcheck.knowledge import KnowledgeBase, normalise_product
 from compatcheck.quantities import QuantityError, parse_quantity
-from compatcheck.versions import Version, VersionError, parse_compute_capability, parse_cuda_version, \
-    parse_driver_version
+from compatcheck.versions import (
+    Version,
+    VersionError,
+    parse_compute_capability,
+    parse_cuda_version,
+    parse_driver_version,
+)
 
 PER_NODE_LABELS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
 VGPU_BASELINE_LABEL = "compatcheck.io/vgpu-baseline-cuda"
@@ -187,11 +193,11 @@ def build_cluster(nodes: Iterable[dict[str, Any]], kb: KnowledgeBase) -> Cluster
         if not isinstance(node, dict):
             continue
         count += 1
-        meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
-        raw_labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        meta = mapping(node.get("metadata"))
+        raw_labels = mapping(meta.get("labels"))
         labels = {str(k): str(v) for k, v in raw_labels.items() if v is not None}
-        spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-        status = node.get("status") if isinstance(node.get("status"), dict) else {}
+        spec = mapping(node.get("spec"))
+        status = mapping(node.get("status"))
         alloc = status.get("allocatable") or status.get("capacity") or {}
         alloc = alloc if isinstance(alloc, dict) else {}
         taints = tuple(
@@ -282,9 +288,9 @@ def placement_matches(spec: dict[str, Any], cls: NodeClass) -> bool:
     selector = spec.get("nodeSelector")
     if isinstance(selector, dict) and not _selector_matches(selector, cls):
         return False
-    if isinstance(spec.get("nodeName"), str) and spec["nodeName"]:
-        if not any(name == spec["nodeName"] for name, _ in cls.members):
-            return False
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name and not any(name == node_name for name, _ in cls.members):
+        return False
     terms = required_terms(spec)
     return not (terms is not None and not any(_term_matches(t, cls) for t in terms))
 
@@ -296,7 +302,7 @@ def _tolerates(tol: dict[str, Any], taint: Taint) -> bool:
     op = tol.get("operator", "Equal")
     key = tol.get("key")
     if not key:
-        return op == "Exists"
+        return bool(op == "Exists")
     if key != taint.key:
         return False
     if op == "Exists":

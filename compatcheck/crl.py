@@ -14,6 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from compatcheck.jsonutil import mapping, text
 from compatcheck.quantities import QuantityError, parse_quantity
 
 CRL_TYPE_LABEL = "features.alauda.io/type"
@@ -50,9 +51,9 @@ class CrlIndex:
 def claims_crl(obj: dict[str, Any]) -> bool:
     if obj.get("kind") != "ConfigMap":
         return False
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    meta = mapping(obj.get("metadata"))
+    labels = mapping(meta.get("labels"))
+    name = text(meta.get("name")) or ""
     return labels.get(CRL_TYPE_LABEL) == CRL_TYPE or name.startswith("cf-crl-")
 
 
@@ -66,7 +67,7 @@ def _validator() -> Any:
 
 def value_matches(data_type: str, value: Any) -> bool:
     if data_type == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()) is not None)
     if data_type == "float":
         if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from compatcheck.jsonutil import mapping, text
 from compatcheck.manifests import escape_token, split_pointer
 from compatcheck.model import ObjectRef
 
@@ -45,7 +46,7 @@ _KSERVE_COMPONENTS = tuple(
     loc
     for component in ("predictor", "transformer", "explainer")
     for loc in (
-        PodLocation(f"/spec/{component}", "podspec", _KSERVE_FRAMEWORKS + ("alibi", "art")),
+        PodLocation(f"/spec/{component}", "podspec", (*_KSERVE_FRAMEWORKS, "alibi", "art")),
         PodLocation(f"/spec/{component}/workerSpec", "podspec"),
     )
 )
@@ -115,12 +116,12 @@ def workload_kind(obj: dict[str, Any]) -> WorkloadKind | None:
 def object_ref(obj: dict[str, Any]) -> ObjectRef:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else None
+    name = text(meta.get("name"))
     if name is None and isinstance(meta.get("generateName"), str):
         name = meta["generateName"] + "*"
-    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
-    api_version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else None
-    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else None
+    ns = text(meta.get("namespace"))
+    api_version = text(obj.get("apiVersion"))
+    kind = text(obj.get("kind"))
     return ObjectRef(api_version, kind, ns, name)
 
 
@@ -178,7 +179,7 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
     if wk is None:
         return []
     ref = object_ref(obj)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = mapping(obj.get("metadata"))
     obj_annotations = _str_map(meta.get("annotations"))
     obj_labels = _str_map(meta.get("labels"))
     out: list[PodTarget] = []
@@ -189,7 +190,7 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
             if loc.shape == "template":
                 spec = node.get("spec")
                 spec_pointer = f"{pointer}/spec"
-                tmeta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+                tmeta = mapping(node.get("metadata"))
                 annotations = obj_annotations if pointer == "" else {**obj_annotations,
                                                                      **_str_map(tmeta.get("annotations"))}
                 labels = _str_map(tmeta.get("labels"))
@@ -211,13 +212,13 @@ def _containers(spec: dict[str, Any], spec_pointer: str, singles: tuple[str, ...
             continue
         for i, c in enumerate(items):
             if isinstance(c, dict):
-                name = c.get("name") if isinstance(c.get("name"), str) else f"{field_name}[{i}]"
+                name = text(c.get("name")) or f"{field_name}[{i}]"
                 rel = f"/{field_name}/{i}"
                 out.append(ContainerTarget(name, spec_pointer + rel, c, init, rel))
     for field_name in singles:
         c = spec.get(field_name)
         if isinstance(c, dict):
-            name = c.get("name") if isinstance(c.get("name"), str) else field_name
+            name = text(c.get("name")) or field_name
             rel = f"/{field_name}"
             out.append(ContainerTarget(name, spec_pointer + rel, c, False, rel))
     return out

@@ -205,7 +205,7 @@ def test_generated_rule_docs_have_not_drifted() -> None:
     proc = run("rules", "list", "--format", "markdown")
     assert proc.returncode == 0
     committed = (ROOT / "docs" / "rules.md").read_text()
-    assert proc.stdout == committed, "docs/rules.md is stale: run compatcheck rules list --format markdown > docs/rules.md"
+    assert proc.stdout == committed, "docs/rules.md is stale: compatcheck rules list --format markdown > docs/rules.md"
 
 
 def test_invalid_admin_rules_stop_with_every_error_listed(tmp_path: Path) -> None:

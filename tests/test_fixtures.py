@@ -74,8 +74,8 @@ def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path)
         return
     assert fixable, f"{fixed_path.name} exists but {rule_id} offered no fix"
     fixed_objects = []
-    for obj, r in zip(objects, results):
-        new, applied = apply_fixes(obj, r.findings, {Applicability.SAFE, Applicability.UNSAFE})
+    for obj, r in zip(objects, results, strict=False):
+        new, _applied = apply_fixes(obj, r.findings, {Applicability.SAFE, Applicability.UNSAFE})
         fixed_objects.append(new)
     assert fixed_objects == _objects(fixed_path)
     for obj in fixed_objects:

@@ -10,6 +10,7 @@ from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, EvalContext, Params, PodAnalysis, Violation
 from compatcheck.checks.resources import _set_ops
 from compatcheck.crl import claims_crl, validate_crl, value_matches
+from compatcheck.jsonutil import mapping
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
 
@@ -36,9 +37,9 @@ def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         return
     mode = params["mode"]
     for c in a.pod.containers:
-        res = c.data.get("resources") if isinstance(c.data.get("resources"), dict) else {}
-        limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
-        requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        res = mapping(c.data.get("resources"))
+        limits = mapping(res.get("limits"))
+        requests = mapping(res.get("requests"))
         used = {str(k) for k in limits} | {str(k) for k in requests}
         for group in index.groups_using(used):
             for key, spec in sorted(index.groups[group].items()):

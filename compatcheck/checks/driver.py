@@ -7,19 +7,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from compatcheck.checks import register
-from compatcheck.checks.base import CheckType, PodAnalysis, Params, Violation
+from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation
 from compatcheck.cluster import NodeClass, build_cluster
 from compatcheck.knowledge import DriverVerdict
+from compatcheck.versions import Version
+from compatcheck.workloads import ContainerTarget
 
 _FORWARD_COMPAT = ("; forward compatibility (cuda-compat libraries in the image) can bridge this on "
                    "datacenter GPUs only")
 
 
-def _gpu_runtimes(a: PodAnalysis) -> Iterator[tuple[object, object]]:
+def _gpu_runtimes(a: PodAnalysis) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version]]:
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
         if rt.version is not None:
-            yield c, rt
+            yield c, rt, rt.version
+
+
+def _matches_mode(mode: str, v: DriverVerdict, runtime: Version, max_skew: int) -> bool:
+    if mode == "too-old":
+        return v.verdict == "incompatible"
+    if mode == "behind-runtime":
+        return v.verdict == "minor-version-compatibility"
+    return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > max_skew
 
 
 def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
@@ -28,20 +38,14 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     if not classes:
         return
     kb = a.ctx.kb
-    for c, rt in _gpu_runtimes(a):
-        runtime = rt.version  # type: ignore[attr-defined]
+    for c, rt, runtime in _gpu_runtimes(a):
         bad: list[tuple[NodeClass, DriverVerdict]] = []
         for cls in classes:
             f = cls.facts
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if mode == "too-old" and v.verdict == "incompatible":
-                bad.append((cls, v))
-            elif mode == "behind-runtime" and v.verdict == "minor-version-compatibility":
-                bad.append((cls, v))
-            elif (mode == "major-skew" and v.driver_cuda is not None
-                  and v.driver_cuda.major - runtime.major > params.get("maxMajorSkew", 1)):
+            if _matches_mode(mode, v, runtime, params.get("maxMajorSkew", 1)):
                 bad.append((cls, v))
         if not bad:
             continue
@@ -56,14 +60,14 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
             floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
                      if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
             fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in bad) else ""
-            msg = f"image CUDA {rtmm} ({rt.origin}) needs {need}{floor}; eligible nodes run {where}{fwd}"  # type: ignore[attr-defined]
+            msg = f"image CUDA {rtmm} ({rt.origin}) needs {need}{floor}; eligible nodes run {where}{fwd}"
         elif mode == "behind-runtime":
-            msg = (f"image CUDA {rtmm} ({rt.origin}) is newer than the driver's CUDA on {where}: it runs only "  # type: ignore[attr-defined]
+            msg = (f"image CUDA {rtmm} ({rt.origin}) is newer than the driver's CUDA on {where}: it runs only "
                    f"through minor-version compatibility (no PTX JIT, no newer-driver APIs); use {need}")
         else:
             msg = (f"driver CUDA {v0.driver_cuda} is more than {params.get('maxMajorSkew', 1)} major version "
                    f"ahead of image CUDA {rtmm} on {where}; NVIDIA does not support this skew")
-        yield Violation(msg, rt.pointer, c.name)  # type: ignore[attr-defined]
+        yield Violation(msg, rt.pointer, c.name)
 
 
 register(CheckType(
@@ -128,8 +132,7 @@ def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         return
     kb = a.ctx.kb
     accept = set(params.get("accept", ["compatible", "minor-version-compatibility"]))
-    for c, rt in _gpu_runtimes(a):
-        runtime = rt.version  # type: ignore[attr-defined]
+    for c, rt, runtime in _gpu_runtimes(a):
         verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
         if any(v.verdict in accept or v.verdict == "unknown" for v in verdicts):
             continue
@@ -141,7 +144,7 @@ def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         lowest = kb.lowest_branch_for(runtime)
         yield Violation(
             f"the pod's node selection admits only drivers for CUDA {shown}, too old for image CUDA "
-            f"{runtime.major_minor()} ({rt.origin}); it needs a driver from branch >= {lowest}",  # type: ignore[attr-defined]
+            f"{runtime.major_minor()} ({rt.origin}); it needs a driver from branch >= {lowest}",
             ptr, c.name)
 
 

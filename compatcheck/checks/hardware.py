@@ -181,7 +181,7 @@ def _framework(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
         argv = " ".join(command_line(c))
         for fw in params["frameworks"]:
-            if not _framework_matches(c, fw, image, argv):
+            if not _framework_matches(c, fw, image or "", argv):
                 continue
             need = parse_compute_capability(fw["minComputeCapability"])
             bad = [f for f in scope if f.compute_capability is not None and f.compute_capability < need]

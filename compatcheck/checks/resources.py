@@ -9,6 +9,7 @@ from typing import Any
 from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, Params, PodAnalysis, Violation, env_value, quantity_int
 from compatcheck.cluster import offers_resources, untolerated_taints
+from compatcheck.jsonutil import mapping
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
 from compatcheck.quantities import QuantityError, parse_quantity
@@ -33,8 +34,8 @@ def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         res = c.data.get("resources")
         if not isinstance(res, dict):
             continue
-        limits = res.get("limits") if isinstance(res.get("limits"), dict) else {}
-        requests = res.get("requests") if isinstance(res.get("requests"), dict) else {}
+        limits = mapping(res.get("limits"))
+        requests = mapping(res.get("requests"))
         for section, values in (("limits", limits), ("requests", requests)):
             for name, v in values.items():
                 if not is_extended_resource(str(name)):

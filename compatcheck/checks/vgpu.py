@@ -19,8 +19,9 @@ from compatcheck.checks.base import (
     quantity_int,
 )
 from compatcheck.checks.resources import VCUDA_CORE
+from compatcheck.cluster import NodeFacts
 from compatcheck.model import Applicability, Fix
-from compatcheck.versions import parse_cuda_version, try_parse_version
+from compatcheck.versions import Version, parse_cuda_version, try_parse_version
 
 _HAMI = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
@@ -57,7 +58,8 @@ def _vgpu(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                                 f"interposer works only below CUDA {ceiling}; use whole cards (vcuda-core multiples "
                                 "of 100) or an older CUDA image", rt.pointer, c.name)
             continue
-        baselines = [(f.vgpu_baseline, f) for f in a.scope if f.vgpu_baseline is not None]
+        baselines: list[tuple[Version, NodeFacts | None]] = [
+            (f.vgpu_baseline, f) for f in a.scope if f.vgpu_baseline is not None]
         if not baselines and default_baseline is not None:
             baselines = [(default_baseline, None)]
         if mode == "baseline-too-old":

@@ -1,0 +1,93 @@
+"""The 120 real public manifests in ../shared/corpus: the linter survives all of them (as a subprocess,
+with and without a cluster view) and reports nothing on the non-GPU ("Negative/awkward") ones."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SHARED
+
+CORPUS = SHARED / "corpus"
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="../shared/corpus is not beside the checkout")
+
+# Files that are malformed on purpose (SOURCES.md "deliberately not clean").
+EXPECTED_ERRORS = {
+    "FairwindsOps__polaris/pkg__kube__test_files__test_3__bad.yaml",
+    "stackrox__kube-linter/pkg__command__lint__testdata__invalid.yaml",
+    "yannh__kubeconform/fixtures__duplicate_property.yaml",
+}
+
+
+def non_gpu_files() -> set[str]:
+    table = (CORPUS / "SOURCES.md").read_text()
+    out = set()
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.split("|")]
+        if len(cells) > 8 and cells[7] == "Negative/awkward":
+            m = re.match(r"`(.+)`", cells[2])
+            if m:
+                out.add(m.group(1))
+    return out
+
+
+def lint_corpus(*extra: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(CORPUS), "--format", "json", *extra],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 1, 2)
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def without_nodes() -> dict:
+    return lint_corpus()
+
+
+@pytest.fixture(scope="module")
+def with_nodes() -> dict:
+    return lint_corpus("--nodes", "examples/cluster-profile.yaml")
+
+
+def rel(path: str) -> str:
+    return path.split("corpus/", 1)[1]
+
+
+def test_reads_every_file(without_nodes: dict) -> None:
+    assert without_nodes["summary"]["files"] == 120
+    assert without_nodes["summary"]["objects"] > 150
+
+
+@pytest.mark.parametrize("mode", ["without_nodes", "with_nodes"])
+def test_only_the_deliberately_broken_files_error(mode: str, request: pytest.FixtureRequest) -> None:
+    out = request.getfixturevalue(mode)
+    assert {rel(e["file"]) for e in out["errors"]} == EXPECTED_ERRORS
+    assert not any("internal error" in e["message"] for e in out["errors"])
+    assert all("line" in e for e in out["errors"])
+
+
+@pytest.mark.parametrize("mode", ["without_nodes", "with_nodes"])
+def test_no_findings_on_non_gpu_manifests(mode: str, request: pytest.FixtureRequest) -> None:
+    out = request.getfixturevalue(mode)
+    negatives = non_gpu_files()
+    assert len(negatives) == 25
+    noisy = sorted({rel(f["file"]) for f in out["findings"]} & negatives)
+    assert noisy == []
+
+
+def test_placeholder_document_is_a_note_not_an_error(without_nodes: dict) -> None:
+    skipped = {rel(s["file"]) for s in without_nodes["skipped"]}
+    assert "GoogleCloudPlatform__kubernetes-engine-samples/ai-ml__llm-serving-llama__vllm__vllm-llama4-maverick-" \
+           "17b-128e-instruct.yaml" in skipped
+
+
+def test_real_gpu_manifests_get_real_findings(with_nodes: dict) -> None:
+    rules = {f["rule"] for f in with_nodes["findings"]}
+    # The corpus has CUDA 12.x images on the example profile's 535 / 470 drivers and HAMi pods.
+    assert "cuda-driver-behind-runtime" in rules or "cuda-driver-too-old" in rules
+    for f in with_nodes["findings"]:
+        assert f["line"] and f["column"] and f["pointer"].startswith("/")
