@@ -26,11 +26,21 @@ class KnowledgeError(ValueError):
 
 
 @dataclass(frozen=True)
+class VersionRow:
+    """One row of an image pattern's versions table, parsed once."""
+
+    equals: Version | None
+    lo: Version | None
+    hi: Version | None
+    cuda: Version
+
+
+@dataclass(frozen=True)
 class ImagePattern:
     name: str
     regex: re.Pattern[str]
     source: str
-    versions: tuple[dict[str, Any], ...] = ()
+    versions: tuple[VersionRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,9 @@ class KnowledgeBase:
     features: dict[str, Version] = field(default_factory=dict)
     images: list[ImagePattern] = field(default_factory=list)
     mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
+    _image_cache: dict[str, ImageCuda | None] = field(default_factory=dict, repr=False)
+    _verdict_cache: dict[tuple[Version, Version | None, Version | None], DriverVerdict] = field(
+        default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -126,9 +139,12 @@ class KnowledgeBase:
                 raise KnowledgeError(f"image-patterns {row['name']}: pattern needs a (?P<cuda>) or (?P<version>) group")
             if "version" in groups and not row.get("versions"):
                 raise KnowledgeError(f"image-patterns {row['name']}: (?P<version>) needs a versions table")
-            for v in row.get("versions", []):
-                _cuda(v["cuda"], f"image-patterns {row['name']}")
-            kb.images.append(ImagePattern(row["name"], regex, row["source"], tuple(row.get("versions", ()))))
+            where = f"image-patterns {row['name']}"
+            versions = tuple(
+                VersionRow(_ver(v.get("equals"), where), _ver(v.get("from"), where), _ver(v.get("before"), where),
+                           _cuda(v["cuda"], where))
+                for v in row.get("versions", []))
+            kb.images.append(ImagePattern(row["name"], regex, row["source"], versions))
         for row in tables.get("mig-profiles", []):
             kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
                                     frozenset(row["profiles"])))
@@ -166,7 +182,17 @@ class KnowledgeBase:
 
     def verdict(self, runtime: Version, *, driver: Version | None = None,
                 driver_cuda: Version | None = None) -> DriverVerdict:
-        """Can a node whose driver is ``driver`` (or whose driver CUDA is ``driver_cuda``) run ``runtime``?"""
+        """Can a node whose driver is ``driver`` (or whose driver CUDA is ``driver_cuda``) run ``runtime``?
+        Memoised: a cluster has few (runtime, driver) pairs and every pod asks again."""
+        key = (runtime, driver, driver_cuda)
+        found = self._verdict_cache.get(key)
+        if found is None:
+            found = self._verdict(runtime, driver, driver_cuda)
+            if len(self._verdict_cache) < 100_000:
+                self._verdict_cache[key] = found
+        return found
+
+    def _verdict(self, runtime: Version, driver: Version | None, driver_cuda: Version | None) -> DriverVerdict:
         exact = True
         if driver is not None:
             derived, exact = self.driver_cuda(driver)
@@ -243,38 +269,55 @@ class KnowledgeBase:
 
     # ------------------------------------------------------------------ images
     def image_cuda(self, image: str) -> ImageCuda | None:
-        """CUDA runtime of an image reference per the pattern table; None if no pattern matches."""
+        """CUDA runtime of an image reference per the pattern table; None if no pattern matches.
+        Cached: the same images recur across thousands of manifests."""
+        try:
+            return self._image_cache[image]
+        except KeyError:
+            pass
+        found = self._image_cuda(image)
+        if len(self._image_cache) < 100_000:
+            self._image_cache[image] = found
+        return found
+
+    def _image_cuda(self, image: str) -> ImageCuda | None:
         for pat in self.images:
             m = pat.regex.search(image)
             if not m:
                 continue
             groups = m.groupdict()
+            origin = f"image {image}"
             if groups.get("cuda"):
                 try:
-                    return ImageCuda(parse_cuda_version(groups["cuda"]), f"image pattern {pat.name}")
+                    return ImageCuda(parse_cuda_version(groups["cuda"]), origin)
                 except VersionError:
-                    return ImageCuda(None, f"image pattern {pat.name}", f"tag CUDA {groups['cuda']!r} unreadable")
+                    return ImageCuda(None, origin, f"tag CUDA {groups['cuda']!r} unreadable")
             try:
                 version = parse_version(groups.get("version"))
             except VersionError:
-                return ImageCuda(None, f"image pattern {pat.name}", "tag version unreadable")
+                return ImageCuda(None, origin, "tag version unreadable")
             for row in pat.versions:
-                if "equals" in row:
-                    if parse_version(row["equals"]) == version:
-                        return ImageCuda(parse_cuda_version(row["cuda"]), f"image pattern {pat.name}")
-                    continue
-                lo = parse_version(row["from"]) if row.get("from") else None
-                hi = parse_version(row["before"]) if row.get("before") else None
-                if (lo is None or version >= lo) and (hi is None or version < hi):
-                    return ImageCuda(parse_cuda_version(row["cuda"]), f"image pattern {pat.name}")
-            return ImageCuda(None, f"image pattern {pat.name}",
-                             f"version {version} of {pat.name} is not in the image table")
+                if row.equals is not None:
+                    if row.equals == version:
+                        return ImageCuda(row.cuda, origin)
+                elif (row.lo is None or version >= row.lo) and (row.hi is None or version < row.hi):
+                    return ImageCuda(row.cuda, origin)
+            return ImageCuda(None, origin, f"version {version} of {pat.name} is not in the image table")
         return None
 
 
 def _branch_floor(kb: KnowledgeBase, driver_cuda: Version) -> Version | None:
     branch = kb.lowest_branch_for(driver_cuda)
     return Version((branch, 999, 999), f"{branch}.x") if branch is not None else None
+
+
+def _ver(text: Any, where: str) -> Version | None:
+    if text is None:
+        return None
+    try:
+        return parse_version(text)
+    except VersionError as exc:
+        raise KnowledgeError(f"{where}: {exc}") from None
 
 
 def _driver(text: Any, where: str) -> Version:

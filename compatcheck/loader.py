@@ -19,7 +19,7 @@ from typing import Any
 from compatcheck.cluster import Cluster, build_cluster, profile_to_nodes
 from compatcheck.crl import CrlIndex, build_index, claims_crl
 from compatcheck.knowledge import KnowledgeBase, KnowledgeError
-from compatcheck.manifests import ParsedFile, expand_paths, iter_objects, parse_text, read_file
+from compatcheck.manifests import ParsedFile, expand_paths, iter_objects, load_data, parse_text, read_file
 from compatcheck.model import InputError
 from compatcheck.rules import Rule, RuleProblem, RuleSet, build_rule, schema_problems
 
@@ -167,7 +167,6 @@ def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> 
 
 def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[InputError]]:
     """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile."""
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     try:
@@ -178,16 +177,17 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     except (OSError, UnicodeDecodeError) as exc:
         return None, [InputError(path, f"cannot read node file: {exc}")]
     try:
-        if text.lstrip().startswith("{"):
-            docs: list[Any] = [json.loads(text)]
-        else:
-            docs = [d for d in YAML(typ="safe", pure=False).load_all(text) if d is not None]
+        docs = load_data(text)
     except json.JSONDecodeError as exc:
         return None, [InputError(path, f"invalid JSON: {exc.msg}", exc.lineno)]
+    except ValueError as exc:
+        return None, [InputError(path, f"invalid node file: {exc}")]
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, [InputError(path, f"invalid YAML: {problem}", mark.line + 1 if mark else None)]
+    except RecursionError:
+        return None, [InputError(path, "invalid node file: nesting too deep")]
     nodes: list[dict[str, Any]] = []
     errors: list[InputError] = []
     for doc in docs:

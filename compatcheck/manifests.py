@@ -20,6 +20,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.resolver import BaseResolver
+from ruamel.yaml.tag import Tag
 
 from compatcheck.model import InputError
 
@@ -89,10 +91,9 @@ def join_pointer(*tokens: str | int) -> str:
 class _DocumentBuilder:
     """Turns composed nodes into Python values, recording positions and rejecting duplicate keys."""
 
-    _INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0o[0-7]+|0x[0-9a-fA-F]+)$")
-
-    def __init__(self) -> None:
+    def __init__(self, *, track_positions: bool = True) -> None:
         self.positions: dict[int, dict[Any, Position]] = {}
+        self.track = track_positions
         self.budget = MAX_NODES_PER_DOCUMENT
 
     def build(self, node: Node) -> Any:
@@ -102,6 +103,8 @@ class _DocumentBuilder:
         if isinstance(node, ScalarNode):
             return self._scalar(node)
         if isinstance(node, SequenceNode):
+            if not self.track:
+                return [self.build(child) for child in node.value]
             items: list[Any] = []
             table: dict[Any, Position] = {}
             for i, child in enumerate(node.value):
@@ -118,7 +121,7 @@ class _DocumentBuilder:
         table: dict[Any, Position] = {}
         merged: list[tuple[dict[Any, Any], dict[Any, Position]]] = []
         for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.value == "<<" and not key_node.style:
                 # YAML 1.1 merge keys (used with anchors in real manifests): explicit keys win.
                 sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
                 for src in sources:
@@ -133,9 +136,10 @@ class _DocumentBuilder:
             if isinstance(key, (list, dict)):
                 raise _BuildError("mapping keys must be plain scalars", key_node)
             if key in out:
-                line, _ = table[key]
-                raise _BuildError(f"duplicate key {key!r} (first defined on line {line})", key_node)
-            table[key] = _mark(key_node)
+                first = f" (first defined on line {table[key][0]})" if key in table else ""
+                raise _BuildError(f"duplicate key {key!r}{first}", key_node)
+            if self.track:
+                table[key] = _mark(key_node)
             out[key] = self.build(value_node)
         for built, built_table in merged:
             for k, v in built.items():
@@ -143,38 +147,62 @@ class _DocumentBuilder:
                     out[k] = v
                     if k in built_table:
                         table[k] = built_table[k]
-        self.positions[id(out)] = table
+        if self.track:
+            self.positions[id(out)] = table
         return out
 
     def _scalar(self, node: ScalarNode) -> Any:
-        tag = node.tag
         value: str = node.value
-        if tag == "tag:yaml.org,2002:str" or node.style in ("'", '"', "|", ">"):
+        suffix = node.ctag.suffix
+        if suffix == _PLAIN_SUFFIX:
+            return resolve_plain(value)
+        if suffix == _STR_SUFFIX:  # quoted and block scalars
             return value
+        return self._tagged(suffix, value)
+
+    @staticmethod
+    def _tagged(tag: str, value: str) -> Any:
         if tag == "tag:yaml.org,2002:null":
             return None
-        if tag == "tag:yaml.org,2002:bool":
-            return value.lower() in ("true", "yes", "on")
-        if tag == "tag:yaml.org,2002:int":
+        if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"):
+            resolved = resolve_plain(value)
+            return resolved if not isinstance(resolved, str) else value
+        # !!str, timestamps, binary and custom tags stay as their text, as Kubernetes would read them.
+        return value
+
+
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT_RE = re.compile(r"[-+]?(?:[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)")
+_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?")
+_SPECIAL_FLOATS = {".inf": float("inf"), "+.inf": float("inf"), "-.inf": float("-inf"), ".nan": float("nan")}
+
+
+def resolve_plain(value: str) -> Any:
+    """YAML 1.2 core schema resolution of a plain scalar (what Kubernetes' YAML reader does)."""
+    if value in _NULLS:
+        return None
+    first = value[0]
+    if first in "tTfF":
+        return _BOOLS.get(value, value)
+    if first in "0123456789+-.":
+        if _INT_RE.fullmatch(value):
             text = value.replace("_", "")
             try:
-                return int(text, 0) if self._INT_RE.match(value) else int(text)
+                if text.lstrip("+-").startswith(("0o", "0x")):
+                    return int(text, 0)
+                return int(text)
             except ValueError:
                 return value
-        if tag == "tag:yaml.org,2002:float":
-            text = value.replace("_", "").lower()
-            if text in (".inf", "+.inf"):
-                return float("inf")
-            if text == "-.inf":
-                return float("-inf")
-            if text == ".nan":
-                return float("nan")
+        if _FLOAT_RE.fullmatch(value):
             try:
-                return float(text)
+                return float(value.replace("_", ""))
             except ValueError:
                 return value
-        # timestamps, binary and custom tags stay as their text, as Kubernetes would read them.
-        return value
+        special = _SPECIAL_FLOATS.get(value.lower())
+        if special is not None:
+            return special
+    return value
 
 
 class _BuildError(Exception):
@@ -187,6 +215,25 @@ def _mark(node: Node) -> Position:
     return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+_PLAIN_SUFFIX = "tag:compatcheck.io,2024:plain"
+_PLAIN = Tag(suffix=_PLAIN_SUFFIX)
+_STR_SUFFIX = "tag:yaml.org,2002:str"
+_STR, _SEQ, _MAP = (Tag(suffix=f"tag:yaml.org,2002:{t}") for t in ("str", "seq", "map"))
+
+
+class _PlainResolver(BaseResolver):
+    """Leaves plain scalars unresolved (``resolve_plain`` does it, faster than ruamel's per-scalar
+    versioned regex walk, which dominated profiles) and tags everything else by node kind."""
+
+    def __init__(self, version: Any = None, loader: Any = None, loadumper: Any = None) -> None:
+        super().__init__(loadumper=loadumper)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is ScalarNode:
+            return _PLAIN if implicit[0] else _STR
+        return _SEQ if kind is SequenceNode else _MAP
+
+
 _yaml_parser: YAML | None = None
 
 
@@ -194,6 +241,7 @@ def _parser() -> YAML:
     global _yaml_parser
     if _yaml_parser is None:
         _yaml_parser = YAML(typ="safe", pure=False)
+        _yaml_parser.Resolver = _PlainResolver
     return _yaml_parser
 
 
@@ -246,6 +294,25 @@ def parse_text(path: str, text: str) -> ParsedFile:
     except RecursionError:
         result.errors.append(InputError(path, "invalid YAML: nesting too deep"))
     return result
+
+
+def load_data(text: str) -> list[Any]:
+    """All documents of a YAML/JSON text as plain data, without positions (node files: fast path).
+    Raises YAMLError / ValueError (with a line) on bad input."""
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError:
+            pass  # flow-style YAML, not JSON
+    out = []
+    for node in _parser().compose_all(text):
+        if node is None:
+            continue
+        try:
+            out.append(_DocumentBuilder(track_positions=False).build(node))
+        except _BuildError as exc:
+            raise ValueError(f"line {exc.line}: {exc}") from None
+    return out
 
 
 def _parse_json(path: str, text: str, result: ParsedFile) -> ParsedFile:

@@ -51,6 +51,8 @@ class Version:
         return self.text
 
     def major_minor(self) -> Version:
+        if len(self.parts) == 2:
+            return self
         return Version((self.major, self.minor), f"{self.major}.{self.minor}")
 
 
