@@ -46,7 +46,10 @@ def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalCo
         seen_problems: set[tuple[str, str]] = set()
         for pod in pod_targets(obj):
             analysis = PodAnalysis(pod, ctx)
+            gpu = analysis.is_gpu_pod
             for rule in pod_rules:
+                if rule.check.gpu_only and not gpu:
+                    continue
                 _run(rule, result, ref, severities, lambda r=rule, a=analysis: r.check.evaluate(a, r.params),
                      seen_problems)
     return result

@@ -98,6 +98,7 @@ class KnowledgeBase:
     images: list[ImagePattern] = field(default_factory=list)
     mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
     _image_cache: dict[str, ImageCuda | None] = field(default_factory=dict, repr=False)
+    _branch_cache: dict[Version, int | None] = field(default_factory=dict, repr=False)
     _verdict_cache: dict[tuple[Version, Version | None, Version | None], DriverVerdict] = field(
         default_factory=dict, repr=False)
 
@@ -161,10 +162,12 @@ class KnowledgeBase:
         return best, exact
 
     def lowest_branch_for(self, cuda: Version) -> int | None:
-        for branch, max_cuda in self.branches:
-            if max_cuda.major_minor() >= cuda.major_minor():
-                return branch
-        return None
+        key = cuda.major_minor()
+        if key in self._branch_cache:
+            return self._branch_cache[key]
+        found = next((branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None)
+        self._branch_cache[key] = found
+        return found
 
     def toolkit_driver(self, cuda: Version) -> Version | None:
         """Driver bundled with the toolkit; for ``X.Y`` the lowest of the X.Y.* releases."""

@@ -117,38 +117,60 @@ class _DocumentBuilder:
         raise _BuildError(f"unsupported YAML node {type(node).__name__}", node)
 
     def _mapping(self, node: MappingNode) -> dict[Any, Any]:
+        # Hot path (every mapping of every manifest): scalar keys and values are resolved inline.
         out: dict[Any, Any] = {}
         table: dict[Any, Position] = {}
         merged: list[tuple[dict[Any, Any], dict[Any, Position]]] = []
+        track = self.track
         for key_node, value_node in node.value:
-            if key_node.value == "<<" and not key_node.style:
-                # YAML 1.1 merge keys (used with anchors in real manifests): explicit keys win.
-                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
-                for src in sources:
-                    if not isinstance(src, MappingNode):
-                        raise _BuildError("merge key '<<' needs a mapping or a list of mappings", src)
-                    built = self._mapping(src)
-                    merged.append((built, self.positions.get(id(built), {})))
-                continue
-            if not isinstance(key_node, ScalarNode):
+            if type(key_node) is not ScalarNode:
                 raise _BuildError("mapping keys must be plain scalars", key_node)
-            key = self._scalar(key_node)
-            if isinstance(key, (list, dict)):
-                raise _BuildError("mapping keys must be plain scalars", key_node)
+            suffix = key_node.ctag.suffix
+            if suffix == _PLAIN_SUFFIX:
+                if key_node.value == "<<":
+                    merged.extend(self._merge_sources(value_node))
+                    continue
+                key = resolve_plain(key_node.value)
+            elif suffix == _STR_SUFFIX:
+                key = key_node.value
+            else:
+                key = self._tagged(suffix, key_node.value)
             if key in out:
                 first = f" (first defined on line {table[key][0]})" if key in table else ""
                 raise _BuildError(f"duplicate key {key!r}{first}", key_node)
-            if self.track:
-                table[key] = _mark(key_node)
-            out[key] = self.build(value_node)
+            if track:
+                mark = key_node.start_mark
+                table[key] = (mark.line + 1, mark.column + 1)
+            if type(value_node) is ScalarNode:
+                self.budget -= 1
+                vs = value_node.ctag.suffix
+                if vs == _PLAIN_SUFFIX:
+                    out[key] = resolve_plain(value_node.value)
+                elif vs == _STR_SUFFIX:
+                    out[key] = value_node.value
+                else:
+                    out[key] = self._tagged(vs, value_node.value)
+            else:
+                out[key] = self.build(value_node)
         for built, built_table in merged:
             for k, v in built.items():
                 if k not in out:
                     out[k] = v
                     if k in built_table:
                         table[k] = built_table[k]
-        if self.track:
+        if track:
             self.positions[id(out)] = table
+        return out
+
+    def _merge_sources(self, value_node: Node) -> list[tuple[dict[Any, Any], dict[Any, Position]]]:
+        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests): explicit keys win."""
+        sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+        out = []
+        for src in sources:
+            if not isinstance(src, MappingNode):
+                raise _BuildError("merge key '<<' needs a mapping or a list of mappings", src)
+            built = self._mapping(src)
+            out.append((built, self.positions.get(id(built), {})))
         return out
 
     def _scalar(self, node: ScalarNode) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 _VERSION_RE = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?$")
 
@@ -73,6 +73,12 @@ def parse_version(text: object, *, what: str = "version") -> Version:
         raise VersionError(f"{what} {text!r} is not a version number (expected digits and dots, e.g. 12.4)")
     parts = tuple(int(g) for g in m.groups() if g is not None)
     return Version(parts, stripped.lstrip("v"))
+
+
+@lru_cache(maxsize=4096)
+def cached_version(text: str) -> Version | None:
+    """Memoised ``try_parse_version`` for strings that recur (rule params, label values)."""
+    return try_parse_version(text)
 
 
 def try_parse_version(text: object) -> Version | None:

@@ -63,6 +63,8 @@ class CheckType:
     fix_applicability: Applicability | None = None
     # Modes (params.mode) that can produce a fix; None = every mode.
     fix_modes: tuple[str, ...] | None = None
+    # Only meaningful for pods that request GPU resources (the engine skips the rest).
+    gpu_only: bool = True
 
 
 @dataclass
@@ -70,6 +72,8 @@ class EvalContext:
     kb: KnowledgeBase
     cluster: Cluster | None = None
     crl: CrlIndex = field(default_factory=CrlIndex)
+    # Synthetic node classes for manifest-pinned GPU labels, shared across pods (same pins recur).
+    pinned_memo: dict[Any, list[NodeClass]] = field(default_factory=dict, repr=False)
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
@@ -100,6 +104,11 @@ def container_gpu_requests(c: ContainerTarget) -> dict[str, Any]:
 
 
 def quantity_int(value: Any) -> int | None:
+    # Fast path: almost every GPU request is a small integer or a digit string.
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isdigit():
+        return int(value)
     try:
         q = parse_quantity(value)
     except QuantityError:
@@ -273,12 +282,18 @@ class PodAnalysis:
         if not labelsets and hami_types:
             # HAMi matches use-gputype as a substring of the card name ("A100" -> "NVIDIA-A100-...").
             labelsets = [{"nvidia.com/gpu.product": t} for t in hami_types]
-        cluster = build_cluster(({"metadata": {"name": f"pinned-{i}", "labels": ls}}
-                                 for i, ls in enumerate(labelsets[:32])), self.ctx.kb)
+        key = tuple(tuple(sorted(ls.items())) for ls in labelsets[:32])
+        classes = self.ctx.pinned_memo.get(key)
+        if classes is None:
+            classes = build_cluster(({"metadata": {"name": f"pinned-{i}", "labels": ls}}
+                                     for i, ls in enumerate(labelsets[:32])), self.ctx.kb).classes
+            self.ctx.pinned_memo[key] = classes
+        if not classes:
+            return []
         if hami_types and products:
-            return cluster.classes
+            return classes
         # Keep only those the pod's own placement really admits (projection of the real terms).
-        return [c for c in cluster.classes if _admits_projected(self.pod.spec, c)]
+        return [c for c in classes if _admits_projected(self.pod.spec, c)]
 
     @cached_property
     def scope(self) -> list[NodeFacts]:

@@ -81,6 +81,7 @@ register(CheckType(
     target="pod",
     fix_applicability=Applicability.SAFE,
     fix_modes=("limit-required", "request-policy"),
+    gpu_only=False,
     params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
         "mode": {"enum": ["limit-required", "limit-disabled", "request-policy", "value-type"]}}},
     evaluate=_policy,

@@ -276,6 +276,7 @@ register(CheckType(
     name="mps-requirements",
     description="Checks MPS env var formats, and that MPS-shared nodes have Volta+ GPUs and recent drivers.",
     target="pod",
+    gpu_only=False,
     params_schema={"type": "object", "additionalProperties": False, "properties": {
         "minComputeCapability": {"type": "string", "default": "7.0"},
         "minDriverCuda": {"type": "string", "default": "11.5"}}},

@@ -94,6 +94,7 @@ register(CheckType(
                 "to limits.",
     target="pod",
     fix_applicability=Applicability.SAFE,
+    gpu_only=False,
     params_schema={"type": "object", "additionalProperties": False, "properties": {}},
     evaluate=_extended,
 ))

@@ -21,7 +21,7 @@ from compatcheck.checks.base import (
 from compatcheck.checks.resources import VCUDA_CORE
 from compatcheck.cluster import NodeFacts
 from compatcheck.model import Applicability, Fix
-from compatcheck.versions import Version, parse_cuda_version, try_parse_version
+from compatcheck.versions import Version, cached_version, parse_cuda_version
 
 _HAMI = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
@@ -40,9 +40,8 @@ def vgpu_kind(req: dict[str, Any]) -> str | None:
 
 def _vgpu(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     mode = params["mode"]
-    default_baseline = try_parse_version(params.get("defaultBaselineCuda")) if params.get("defaultBaselineCuda") \
-        else None
-    ceiling = parse_cuda_version(params.get("ceiling", "12.4"))
+    default_baseline = cached_version(params["defaultBaselineCuda"]) if params.get("defaultBaselineCuda") else None
+    ceiling = cached_version(params.get("ceiling", "12.4")) or parse_cuda_version("12.4")
     for c, req in a.gpu_containers:
         kind = vgpu_kind(req)
         if kind is None:
