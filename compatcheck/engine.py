@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compatcheck.checks.base import EvalContext, PodAnalysis, Violation
-from compatcheck.model import Finding, Severity
+from compatcheck.model import Finding, ObjectRef, Severity
 from compatcheck.rules import Rule, RuleSet
 from compatcheck.workloads import object_ref, pod_targets
 
@@ -38,39 +38,39 @@ def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalCo
     result = EvalResult()
     rules = list(ruleset)
     ref = object_ref(obj)
-    object_rules = [r for r in rules if r.check.target == "object"]
+    sev = severities or {}
+    seen_problems: set[tuple[str, str]] = set()
+    for rule in rules:
+        if rule.check.target == "object":
+            _collect(rule, result, ref, sev, seen_problems, obj, ctx)
     pod_rules = [r for r in rules if r.check.target == "pod" and (ctx.cluster is not None or not r.needs_nodes)]
-    for rule in object_rules:
-        _run(rule, result, ref, severities, lambda r=rule: r.check.evaluate(obj, ctx, r.params))
-    if pod_rules:
-        seen_problems: set[tuple[str, str]] = set()
-        for pod in pod_targets(obj):
-            analysis = PodAnalysis(pod, ctx)
-            gpu = analysis.is_gpu_pod
-            for rule in pod_rules:
-                if rule.check.gpu_only and not gpu:
-                    continue
-                _run(rule, result, ref, severities, lambda r=rule, a=analysis: r.check.evaluate(a, r.params),
-                     seen_problems)
+    if not pod_rules:
+        return result
+    for pod in pod_targets(obj):
+        analysis = PodAnalysis(pod, ctx)
+        gpu = analysis.is_gpu_pod
+        for rule in pod_rules:
+            if gpu or not rule.check.gpu_only:
+                _collect(rule, result, ref, sev, seen_problems, analysis)
     return result
 
 
-def _run(rule: Rule, result: EvalResult, ref: Any, severities: dict[str, Severity] | None, call: Any,
-         seen_problems: set[tuple[str, str]] | None = None) -> None:
-    severity = (severities or {}).get(rule.id, rule.severity)
+def _collect(rule: Rule, result: EvalResult, ref: ObjectRef, severities: dict[str, Severity],
+             seen_problems: set[tuple[str, str]], *target: Any) -> None:
     try:
-        violations: list[Violation] = list(call())
+        violations: list[Violation] = list(rule.check.evaluate(*target, rule.params))
     except Exception as exc:  # a bug in one check must not take the linter or the webhook down
         result.problems.append(Problem(f"internal error in rule {rule.id}: {type(exc).__name__}: {exc}", "",
                                        rule.id))
         return
+    if not violations:
+        return
+    severity = severities.get(rule.id, rule.severity)
     for v in violations:
         if v.input_error:
             key = (v.pointer, v.message)
-            if seen_problems is not None and key in seen_problems:
-                continue
-            if seen_problems is not None:
+            if key not in seen_problems:  # several pods of one object may share an annotation
                 seen_problems.add(key)
-            result.problems.append(Problem(v.message, v.pointer, rule.id))
+                result.problems.append(Problem(v.message, v.pointer, rule.id))
             continue
         result.findings.append(Finding(rule.id, severity, v.message, ref, v.pointer, v.container, v.fix))

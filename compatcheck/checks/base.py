@@ -303,6 +303,10 @@ class PodAnalysis:
         return [c.facts for c in self.pinned_classes]
 
     def scope_classes(self) -> list[NodeClass]:
+        return self._scope_classes
+
+    @cached_property
+    def _scope_classes(self) -> list[NodeClass]:
         if self.ctx.cluster is not None:
             return [c for c in self.eligible_classes if c.facts.has_gpu]
         return self.pinned_classes
