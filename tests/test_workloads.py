@@ -61,8 +61,8 @@ def test_each_location_is_found(wk: WorkloadKind, loc: PodLocation) -> None:
 
 def test_kserve_framework_shortcut_is_a_container() -> None:
     obj = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "m"},
-           "spec": {"predictor": {"nodeSelector": {"a": "b"}, "pytorch": {"storageUri": "s3://x",
-                                                                          "resources": {"limits": {"nvidia.com/gpu": 1}}}}}}
+           "spec": {"predictor": {"nodeSelector": {"a": "b"},
+                                  "pytorch": {"storageUri": "s3://x", "resources": {"limits": {"nvidia.com/gpu": 1}}}}}}
     (t,) = pod_targets(obj)
     assert t.pointer == "/spec/predictor" and t.spec["nodeSelector"] == {"a": "b"}
     assert [(c.name, c.pointer) for c in t.containers] == [("pytorch", "/spec/predictor/pytorch")]
@@ -77,7 +77,8 @@ def test_same_kind_name_in_different_groups() -> None:
 
 
 def test_template_annotations_override_object_annotations() -> None:
-    obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "annotations": {"k": "obj", "o": "1"}},
+    obj = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "d", "annotations": {"k": "obj", "o": "1"}},
            "spec": {"template": {"metadata": {"annotations": {"k": "tpl"}}, "spec": {"containers": [{"name": "c"}]}}}}
     (t,) = pod_targets(obj)
     assert t.annotations == {"k": "tpl", "o": "1"}
