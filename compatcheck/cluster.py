@@ -325,6 +325,11 @@ def offers_resources(requests: dict[str, int], cls: NodeClass) -> bool:
 _SHARING = {"none", "time-slicing", "mps", "mig-single", "mig-mixed"}
 
 
+def _set_version(labels: dict[str, str], prefix: str, version: Version) -> None:
+    labels[f"{prefix}.major"] = str(version.major)
+    labels[f"{prefix}.minor"] = str(version.minor)
+
+
 def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[dict[str, Any]], list[str]]:
     """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels."""
     errors: list[str] = []
@@ -349,30 +354,19 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
             known = kb.product(str(pool["gpu"]))
             if known is None and "computeCapability" not in pool:
                 errors.append(f"{where}: GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
-        if "computeCapability" in pool:
-            try:
-                cc = parse_compute_capability(pool["computeCapability"])
-                labels["nvidia.com/gpu.compute.major"] = str(cc.major)
-                labels["nvidia.com/gpu.compute.minor"] = str(cc.minor)
-            except VersionError as exc:
-                errors.append(f"{where}: {exc}")
-        if "driver" in pool:
-            try:
+        try:
+            if "computeCapability" in pool:
+                _set_version(labels, "nvidia.com/gpu.compute", parse_compute_capability(pool["computeCapability"]))
+            if "driver" in pool:
                 drv = parse_driver_version(pool["driver"])
                 labels["nvidia.com/cuda.driver-version.full"] = str(drv)
                 cuda, _ = kb.driver_cuda(drv)
                 if cuda is not None:
-                    labels["nvidia.com/cuda.runtime-version.major"] = str(cuda.major)
-                    labels["nvidia.com/cuda.runtime-version.minor"] = str(cuda.minor)
-            except VersionError as exc:
-                errors.append(f"{where}: {exc}")
-        elif "driverCuda" in pool:
-            try:
-                dc = parse_cuda_version(pool["driverCuda"])
-                labels["nvidia.com/cuda.runtime-version.major"] = str(dc.major)
-                labels["nvidia.com/cuda.runtime-version.minor"] = str(dc.minor)
-            except VersionError as exc:
-                errors.append(f"{where}: {exc}")
+                    _set_version(labels, "nvidia.com/cuda.runtime-version", cuda)
+            elif "driverCuda" in pool:
+                _set_version(labels, "nvidia.com/cuda.runtime-version", parse_cuda_version(pool["driverCuda"]))
+        except VersionError as exc:
+            errors.append(f"{where}: {exc}")
         sharing = str(pool.get("sharing", "none"))
         if sharing not in _SHARING:
             errors.append(f"{where}: sharing must be one of {sorted(_SHARING)}")
