@@ -1,12 +1,17 @@
-"""The lint pipeline shared by ``compatcheck lint`` (and later ``fix``): read files, build the context,
-evaluate every object, attach file/line/column. I/O lives in ``manifests``/``loader``; this module only
-orchestrates and never prints."""
+"""The lint pipeline shared by ``compatcheck lint`` and ``compatcheck fix``: read files, build the context,
+evaluate every object, attach file/line/column, then apply config exemptions, suppression annotations and
+the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates and never prints."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from compatcheck import baseline as baseline_mod
 from compatcheck.checks.base import EvalContext
+from compatcheck.config import Config
 from compatcheck.crl import CrlIndex, claims_crl
 from compatcheck.engine import evaluate
 from compatcheck.loader import Loaded, crl_index, load_crl_objects, load_nodes
@@ -18,8 +23,11 @@ from compatcheck.manifests import (
     iter_objects,
     read_file,
 )
-from compatcheck.model import InputError, Severity, SourceRef
-from compatcheck.report.model import LintReport
+from compatcheck.model import Finding, InputError, SourceRef
+from compatcheck.report.model import LintReport, Silenced
+from compatcheck.rules import Rule
+from compatcheck.suppress import split_suppressed
+from compatcheck.workloads import object_ref
 
 
 @dataclass
@@ -27,24 +35,44 @@ class LintOptions:
     nodes: str | None = None
     crl: list[str] = field(default_factory=list)
     max_bytes: int = DEFAULT_MAX_FILE_BYTES
-    severities: dict[str, Severity] = field(default_factory=dict)
     only: set[str] | None = None
+    config: Config = field(default_factory=Config)
+    baseline: Counter[baseline_mod.Key] | None = None
+    # Rendered files (helm template): maps a parsed file to the path findings should name.
+    source_map: Callable[[Document, int], tuple[str, int | None]] | None = None
 
 
-def run_lint(paths: list[str], loaded: Loaded, options: LintOptions) -> LintReport:
-    report = LintReport()
+@dataclass
+class LintedObject:
+    """One object with its findings (after filtering), for ``fix``."""
+
+    parsed: ParsedFile
+    doc: Document
+    prefix: str
+    obj: dict[str, Any]
+    findings: list[Finding]
+
+
+def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: LintReport,
+            texts: dict[str, str] | None = None) -> tuple[list[ParsedFile], EvalContext]:
     cluster = None
     if options.nodes:
         cluster, errors = load_nodes(options.nodes, loaded.kb, options.max_bytes)
         report.errors.extend(errors)
-    files, errors = expand_paths(paths)
-    report.errors.extend(errors)
     parsed: list[ParsedFile] = []
-    for f in files:
-        pf = read_file(f, options.max_bytes)
+    if texts is not None:
+        from compatcheck.manifests import parse_text
+
+        files = list(texts)
+        for name, text in texts.items():
+            parsed.append(parse_text(name, text))
+    else:
+        files, errors = expand_paths(paths)
+        report.errors.extend(errors)
+        parsed = [read_file(f, options.max_bytes) for f in files]
+    for pf in parsed:
         report.errors.extend(pf.errors)
         report.notes.extend(pf.notes)
-        parsed.append(pf)
     report.files = len(files)
     crl_objects, crl_errors = load_crl_objects(options.crl, options.max_bytes) if options.crl else ([], [])
     report.errors.extend(crl_errors)
@@ -57,22 +85,64 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions) -> LintRepo
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.errors.extend(e for e in invalid if e.path not in linted)
-    ctx = EvalContext(loaded.kb, cluster, index)
-    rules = [r for r in loaded.ruleset if options.only is None or r.id in options.only]
+    return parsed, EvalContext(loaded.kb, cluster, index)
+
+
+def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
+             keep: list[LintedObject] | None = None) -> LintReport:
+    report = LintReport()
+    parsed, ctx = prepare(paths, loaded, options, report, texts)
+    rules: list[Rule] = [r for r in loaded.ruleset if options.only is None or r.id in options.only]
+    report.rules = rules
+    config = options.config
+    remaining = Counter(options.baseline) if options.baseline else None
     for pf in parsed:
         for doc in pf.documents:
-            _lint_document(doc, rules, ctx, options, report)
+            for prefix, obj in iter_objects(doc):
+                report.objects += 1
+                result = evaluate(obj, rules, ctx, severities=config.severities)
+                located: list[Finding] = []
+                for finding in result.findings:
+                    path, line, col = _where(doc, prefix + finding.pointer, options)
+                    located.append(replace(finding, source=SourceRef(path, line, col)))
+                report.objects_seen.append((_where(doc, prefix, options)[0], object_ref(obj)))
+                for problem in result.problems:
+                    path, line, _col = _where(doc, prefix + problem.pointer, options)
+                    report.errors.append(InputError(path, problem.message, line))
+                kept = _filter(located, obj, config, remaining, report)
+                report.findings.extend(kept)
+                if keep is not None:
+                    keep.append(LintedObject(pf, doc, prefix, obj, kept))
     return report
 
 
-def _lint_document(doc: Document, rules: list, ctx: EvalContext, options: LintOptions,  # type: ignore[type-arg]
-                   report: LintReport) -> None:
-    for prefix, obj in iter_objects(doc):
-        report.objects += 1
-        result = evaluate(obj, rules, ctx, severities=options.severities)
-        for finding in result.findings:
-            line, col = doc.locate(prefix + finding.pointer)
-            report.findings.append(replace(finding, source=SourceRef(doc.path, line, col)))
-        for problem in result.problems:
-            line, _col = doc.locate(prefix + problem.pointer)
-            report.errors.append(InputError(doc.path, problem.message, line))
+def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:
+    line, col = doc.locate(pointer)
+    if options.source_map is not None:
+        path, mapped = options.source_map(doc, line)
+        return path, mapped or line, col
+    return doc.path, line, col
+
+
+def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
+            remaining: Counter[baseline_mod.Key] | None, report: LintReport) -> list[Finding]:
+    kept = []
+    for f in findings:
+        if config.exempt(f, f.source.path if f.source else None):
+            report.suppressed.append(Silenced(f, "config", "exemption in " + (config.path or "config")))
+        else:
+            kept.append(f)
+    if config.annotation_exemptions:
+        kept, silenced = split_suppressed(kept, obj)
+        report.suppressed.extend(Silenced(f, "annotation", s.reason) for f, s in silenced)
+    if remaining is not None:
+        fresh = []
+        for f in kept:
+            k = baseline_mod.key(f)
+            if remaining[k] > 0:
+                remaining[k] -= 1
+                report.suppressed.append(Silenced(f, "baseline", "present in the baseline"))
+            else:
+                fresh.append(f)
+        kept = fresh
+    return kept

@@ -44,6 +44,7 @@ def _load() -> None:
         crl,
         driver,
         hardware,
+        meta,
         resources,
         vgpu,
     )

@@ -116,6 +116,18 @@ def quantity_int(value: Any) -> int | None:
     return int(q) if q.denominator == 1 else None
 
 
+def quantity_ceil(value: Any) -> int:
+    """Whole units a request needs (an invalid 0.5 GPU still needs a GPU node); 0 when unreadable."""
+    n = quantity_int(value)
+    if n is not None:
+        return n
+    try:
+        q = parse_quantity(value)
+    except QuantityError:
+        return 0
+    return max(0, -(-q.numerator // q.denominator))
+
+
 def env_value(c: ContainerTarget, name: str) -> tuple[int, Any] | None:
     env = c.data.get("env")
     if not isinstance(env, list):
@@ -191,7 +203,7 @@ class PodAnalysis:
         init: dict[str, int] = {}
         for c, req in self.gpu_containers:
             for k, v in req.items():
-                n = quantity_int(v) or 0
+                n = quantity_ceil(v)
                 if c.init:
                     init[k] = max(init.get(k, 0), n)
                 else:

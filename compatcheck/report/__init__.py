@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compatcheck.report import json_report, text
+from compatcheck.report import github, json_report, junit, sarif, text
 from compatcheck.report.model import LintReport
 
 FORMATTERS: dict[str, Callable[[LintReport], str]] = {
     "text": text.render,
     "json": json_report.render,
+    "sarif": sarif.render,
+    "junit": junit.render,
+    "github": github.render,
 }
 
 __all__ = ["FORMATTERS", "LintReport"]

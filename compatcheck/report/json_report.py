@@ -27,11 +27,18 @@ def render(report: LintReport) -> str:
         if e.line is not None:
             entry["line"] = e.line
         errors.append(entry)
+    suppressed = [{"rule": s.finding.rule_id, "file": s.finding.source.path if s.finding.source else None,
+                   "line": s.finding.source.line if s.finding.source else None, "pointer": s.finding.pointer,
+                   "object": s.finding.obj.to_json(), "container": s.finding.container, "by": s.how,
+                   "reason": s.reason} for s in report.suppressed] if report.show_suppressed else None
     out = {
         "version": 1,
         "findings": findings,
         "errors": errors,
         "skipped": [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes],
-        "summary": {"files": report.files, "objects": report.objects, "findings": report.counts()},
+        "summary": {"files": report.files, "objects": report.objects, "findings": report.counts(),
+                    "suppressed": len(report.suppressed)},
     }
+    if suppressed is not None:
+        out["suppressed"] = suppressed
     return json.dumps(out, indent=2) + "\n"

@@ -32,7 +32,14 @@ def render(report: LintReport) -> str:
                          f"({f.rule_id}; {f.obj.describe()}{ctr})")
             if f.fix is not None:
                 lines.append(f"            fix ({f.fix.applicability.value}): {f.fix.description}")
+    if report.show_suppressed and report.suppressed:
+        lines.append(paint("suppressed", "note"))
+        for s in report.suppressed:
+            f = s.finding
+            loc = f"{f.source.path}:{f.source.line}" if f.source else "-"
+            lines.append(f"  {loc}  {f.rule_id} ({f.obj.describe()}) by {s.how}: {s.reason or '(no reason)'}")
     c = report.counts()
     lines.append(f"{report.files} files, {report.objects} objects: {c['error']} errors, {c['warning']} warnings, "
-                 f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else ""))
+                 f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
+                 + (f"; {len(report.suppressed)} suppressed" if report.suppressed else ""))
     return "\n".join(lines) + "\n"

@@ -1,0 +1,306 @@
+"""Where users run it: CI formats, configuration, suppressions, baselines, Helm input and pre-commit,
+all through the real CLI (and the real helm and pre-commit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from tests.conftest import ROOT, SHARED
+
+VLLM = ROOT / "examples" / "manifests" / "vllm-bf16-on-t4.yaml"
+PROFILE = ROOT / "examples" / "cluster-profile.yaml"
+
+
+def cc(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
+       stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "COMPATCHECK_CONFIG")}
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, cwd=cwd,
+                          env=full_env, input=stdin, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+# ------------------------------------------------------------------------------------------------ formats
+
+
+def test_sarif_is_valid_2_1_0_with_rule_metadata_and_regions(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_path = SHARED / "reference" / "sarif-schema-2.1.0.json"
+    if not schema_path.exists():
+        pytest.skip("SARIF schema not beside the checkout")
+    proc = cc("lint", "examples/manifests", "--nodes", str(PROFILE), "--format", "sarif")
+    assert proc.returncode == 1
+    sarif = json.loads(proc.stdout)
+    jsonschema.Draft7Validator(json.loads(schema_path.read_text())).validate(sarif)
+    run = sarif["runs"][0]
+    rules = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+    assert len(rules) == 27
+    dtype = rules["dtype-unsupported-by-gpu"]
+    assert dtype["defaultConfiguration"]["level"] == "error"
+    assert dtype["shortDescription"]["text"] and dtype["fullDescription"]["text"]
+    assert dtype["helpUri"].endswith("docs/rules.md#dtype-unsupported-by-gpu")
+    assert rules["cuda-runtime-unknown"]["defaultConfiguration"]["level"] == "note"
+    result = next(r for r in run["results"] if r["ruleId"] == "dtype-unsupported-by-gpu")
+    loc = result["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"] == "examples/manifests/vllm-bf16-on-t4.yaml"
+    assert loc["region"] == {"startLine": 20, "startColumn": 52}
+    assert run["tool"]["driver"]["rules"][result["ruleIndex"]]["id"] == "dtype-unsupported-by-gpu"
+
+
+def test_junit_one_testcase_per_object_per_failing_rule() -> None:
+    proc = cc("lint", "examples/manifests", "--nodes", str(PROFILE), "--format", "junit")
+    root = ET.fromstring(proc.stdout)
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    failing = [c for c in cases if c.find("failure") is not None]
+    names = {c.get("name") for c in failing}
+    assert "dtype-unsupported-by-gpu: Deployment serving/vllm" in names
+    assert "paddle-allocator-conflict: Deployment paddle-vcuda" in names
+    assert len(failing) == 6 and int(suite.get("failures", "0")) == 6
+    passing = [c for c in cases if c.find("failure") is None and c.find("error") is None]
+    assert [c.get("name") for c in passing] == ["compatcheck: Job train"]
+    assert root.get("tests") == str(len(cases))
+
+
+def test_github_annotations_chosen_automatically() -> None:
+    proc = cc("lint", str(VLLM), env={"GITHUB_ACTIONS": "true"})
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith(f"::error file={VLLM},line=20,col=52,title=dtype-unsupported-by-gpu::")
+    assert "--dtype bfloat16 needs compute capability >= 8.0" in first
+    # properties are escaped (',' and ':'), the message keeps its text
+    weird = cc("lint", "-", env={"GITHUB_ACTIONS": "true"}, stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+               "spec:\n  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 0.5}}}\n")
+    assert any(ln.startswith("::error file=-,line=6,col=46,title=extended-resource-invalid::")
+               for ln in weird.stdout.splitlines()), weird.stdout
+    assert any(ln.startswith("::notice file=-,line=6") for ln in weird.stdout.splitlines())
+
+
+def test_several_formats_in_one_run(tmp_path: Path) -> None:
+    sarif, junit = tmp_path / "out.sarif", tmp_path / "out.xml"
+    proc = cc("lint", str(VLLM), "--format", "sarif", "-o", str(sarif), "--format", "junit", "-o", str(junit),
+              "--format", "text")
+    assert proc.returncode == 1
+    assert json.loads(sarif.read_text())["version"] == "2.1.0"
+    assert ET.fromstring(junit.read_text()).tag == "testsuites"
+    assert "dtype-unsupported-by-gpu" in proc.stdout and proc.stdout.rstrip().endswith("0 info")
+    bad = cc("lint", str(VLLM), "--format", "json", "--format", "text")
+    assert bad.returncode == 2 and "only one format can go to stdout" in bad.stderr
+
+
+def test_text_colours_only_when_asked() -> None:
+    assert "\x1b[" not in cc("lint", str(VLLM)).stdout
+    assert "\x1b[31merror" in cc("lint", str(VLLM), "--color", "always").stdout
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def project(tmp_path: Path, config: str, manifest: Path = VLLM) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "deploy" / "sub").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (repo / ".compatcheck.yaml").write_text(config)
+    shutil.copy(manifest, repo / "deploy" / manifest.name)
+    return repo
+
+
+def test_config_found_walking_up_with_severity_and_params(tmp_path: Path) -> None:
+    repo = project(tmp_path, "apiVersion: compatcheck/v1\nrules:\n  dtype-unsupported-by-gpu: warning\n"
+                             "  cuda-runtime-unknown: off\n"
+                             "  vgpu-cuda-unsupported: {params: {ceiling: '12.0'}}\n")
+    proc = cc("lint", "../vllm-bf16-on-t4.yaml", "--format", "json", cwd=repo / "deploy" / "sub")
+    assert proc.returncode == 0, proc.stderr  # a warning does not fail the default threshold
+    out = json.loads(proc.stdout)
+    assert [f["severity"] for f in out["findings"]] == ["warning"]
+    assert cc("lint", "../vllm-bf16-on-t4.yaml", "--fail-on", "warning", cwd=repo / "deploy" / "sub").returncode == 1
+
+
+@pytest.mark.parametrize(("config", "message", "line"), [
+    ("apiVersion: compatcheck/v1\nrules:\n  dtype-unsupported-by-gpu: fatal\n", "is not valid under any", 3),
+    ("apiVersion: compatcheck/v1\nfailOn: error\nexemptions:\n  - {namespaces: [a], colour: red}\n",
+     "'colour' was unexpected", 4),
+    ("apiVersion: compatcheck/v1\nrules:\n  no-such-rule: off\n", "unknown rule 'no-such-rule'", None),
+    ("apiVersion: compatcheck/v1\nrules:\n  vgpu-cuda-unsupported: {params: {ceiling: twelve}}\n",
+     "rules.vgpu-cuda-unsupported.params", None),
+    ("apiVersion: compatcheck/v1\nrules: [\n", "invalid YAML", 3),
+])
+def test_invalid_config_is_located(tmp_path: Path, config: str, message: str, line: int | None) -> None:
+    repo = project(tmp_path, config)
+    proc = cc("lint", "deploy", cwd=repo)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    if line:
+        assert f".compatcheck.yaml:{line}: error:" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_exemptions_by_namespace_name_and_path(tmp_path: Path) -> None:
+    repo = project(tmp_path, "apiVersion: compatcheck/v1\nexemptions:\n"
+                             "  - {rules: [dtype-unsupported-by-gpu], namespaces: [serving], names: ['vll*']}\n")
+    proc = cc("lint", "deploy", "--format", "json", "--show-suppressed", cwd=repo)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 0 and out["findings"] == []
+    assert out["suppressed"][0]["by"] == "config"
+    repo2 = project(tmp_path / "b", "apiVersion: compatcheck/v1\nexemptions:\n  - {paths: ['deploy/**']}\n")
+    assert cc("lint", "deploy", cwd=repo2).returncode == 0
+    repo3 = project(tmp_path / "c", "apiVersion: compatcheck/v1\nexemptions:\n  - {paths: ['other/**']}\n")
+    assert cc("lint", "deploy", cwd=repo3).returncode == 1
+
+
+# ------------------------------------------------------------------------------------------------ suppressions
+
+SUPPRESSED = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: vllm
+  annotations:
+    compatcheck.io/ignore: "gpu-below-framework-minimum=checked on T4 by the platform team"
+spec:
+  selector: {matchLabels: {app: vllm}}
+  template:
+    metadata:
+      labels: {app: vllm}
+      annotations:
+        compatcheck.io/ignore.vllm: "dtype-unsupported-by-gpu"
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: Tesla-P100-PCIE-16GB}
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.6.3
+          args: ["--dtype=bfloat16"]
+          resources: {limits: {nvidia.com/gpu: 1}}
+        - name: sidecar
+          image: vllm/vllm-openai:v0.6.3
+          args: ["--dtype=bfloat16"]
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_annotation_suppressions_container_scope_and_missing_reason(tmp_path: Path) -> None:
+    f = tmp_path / "d.yaml"
+    f.write_text(SUPPRESSED)
+    out = json.loads(cc("lint", str(f), "--format", "json", "--show-suppressed").stdout)
+    left = {(x["rule"], x["container"]) for x in out["findings"]}
+    assert ("dtype-unsupported-by-gpu", "sidecar") in left        # the container-scoped ignore does not cover it
+    assert ("dtype-unsupported-by-gpu", "vllm") not in left
+    assert not any(r == "gpu-below-framework-minimum" for r, _c in left)
+    missing = [x for x in out["findings"] if x["rule"] == "suppression-without-reason"]
+    assert len(missing) == 1 and missing[0]["severity"] == "warning" and missing[0]["line"] == 13
+    reasons = {(s["rule"], s["container"]): s["reason"] for s in out["suppressed"]}
+    assert reasons[("gpu-below-framework-minimum", "vllm")] == "checked on T4 by the platform team"
+    text = cc("lint", str(f), "--show-suppressed").stdout
+    assert "by annotation: checked on T4 by the platform team" in text
+
+
+def test_config_can_refuse_annotation_suppressions(tmp_path: Path) -> None:
+    repo = project(tmp_path, "apiVersion: compatcheck/v1\nannotationExemptions: false\n")
+    (repo / "deploy" / "d.yaml").write_text(SUPPRESSED)
+    out = json.loads(cc("lint", "deploy/d.yaml", "--format", "json", cwd=repo).stdout)
+    assert {x["rule"] for x in out["findings"]} >= {"gpu-below-framework-minimum", "dtype-unsupported-by-gpu"}
+
+
+# ------------------------------------------------------------------------------------------------ baseline
+
+
+def test_baseline_fails_only_on_new_findings(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    shutil.copytree(ROOT / "examples", repo / "examples")
+    wrote = cc("lint", "examples/manifests", "--nodes", "examples/cluster-profile.yaml",
+               "--write-baseline", "baseline.json", cwd=repo)
+    assert wrote.returncode == 0 and "wrote 6 findings" in wrote.stderr
+    again = cc("lint", "examples/manifests", "--nodes", "examples/cluster-profile.yaml", "--baseline",
+               "baseline.json", cwd=repo)
+    assert again.returncode == 0, again.stdout
+    assert "6 suppressed" in again.stdout
+    # edits that move lines keep the baseline valid; a new problem is reported alone
+    target = repo / "examples" / "manifests" / "vllm-bf16-on-t4.yaml"
+    target.write_text("# moved down\n\n" + target.read_text().replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5"))
+    new = cc("lint", "examples/manifests", "--nodes", "examples/cluster-profile.yaml", "--baseline",
+             "baseline.json", "--format", "json", cwd=repo)
+    assert new.returncode == 1
+    assert [f["rule"] for f in json.loads(new.stdout)["findings"]] == ["extended-resource-invalid"]
+    broken = cc("lint", "examples/manifests", "--baseline", "missing.json", cwd=repo)
+    assert broken.returncode == 2 and "cannot read baseline" in broken.stderr
+
+
+# ------------------------------------------------------------------------------------------------ helm / kustomize
+
+
+@pytest.fixture(scope="module")
+def helm_path() -> str:
+    tool = SHARED / "tools" / "get-helm"
+    if not tool.exists():
+        pytest.skip("../shared/tools/get-helm is not beside the checkout")
+    dest = ROOT / ".tools"
+    out = subprocess.run(["bash", str(tool), str(dest)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return str(dest)
+
+
+def test_helm_chart_findings_point_at_templates(helm_path: str) -> None:
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", "fixtures/_charts/gpu-app", "-f", "fixtures/_charts/bf16-values.yaml",
+              "--set", "gpus=2", "--release", "demo", "--namespace", "ml", "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = json.loads(proc.stdout)["findings"]
+    assert finding["rule"] == "dtype-unsupported-by-gpu"
+    assert finding["file"] == "fixtures/_charts/gpu-app/templates/deployment.yaml"
+    assert finding["line"] == 21
+    assert finding["object"]["name"] == "demo-gpu-app"
+    clean = cc("lint", "--helm-chart", "fixtures/_charts/gpu-app", "--set", "gpuProduct=NVIDIA-L4", env=env)
+    assert clean.returncode == 0, clean.stdout
+    piped = subprocess.run([f"{helm_path}/helm", "template", "x", "fixtures/_charts/gpu-app", "-f",
+                            "fixtures/_charts/bf16-values.yaml"], capture_output=True, text=True, cwd=ROOT)
+    assert cc("lint", "-", stdin=piped.stdout).returncode == 1
+
+
+def test_missing_tools_are_clear_errors() -> None:
+    env = {"PATH": "/nonexistent"}
+    helm = cc("lint", "--helm-chart", "fixtures/_charts/gpu-app", env=env)
+    assert helm.returncode == 2 and "needs `helm` on PATH" in helm.stderr
+    kust = cc("lint", "--kustomize", "fixtures", env=env)
+    assert kust.returncode == 2 and "needs `kustomize` on PATH" in kust.stderr
+
+
+# ------------------------------------------------------------------------------------------------ pre-commit
+
+
+def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
+    pc = shutil.which("pre-commit") or str(Path(sys.executable).parent / "pre-commit")
+    if not Path(pc).exists():
+        pytest.skip("pre-commit is not installed")
+    repo = tmp_path / "work"
+    repo.mkdir()
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env.pop("GITHUB_ACTIONS", None)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    shutil.copy(VLLM, repo / "bad.yaml")
+    shutil.copy(ROOT / "examples" / "manifests" / "training-job.yaml", repo / "good.yaml")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+
+    def hook(*files: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([pc, "try-repo", str(ROOT), "compatcheck", "--files", *files], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=900)
+
+    bad = hook("bad.yaml", "good.yaml")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "dtype-unsupported-by-gpu" in bad.stdout and "bad.yaml" in bad.stdout
+    t = time.perf_counter()
+    good = hook("good.yaml")
+    elapsed = time.perf_counter() - t
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Passed" in good.stdout
+    print(f"pre-commit hook on 1 file (environment cached): {elapsed:.2f} s")
