@@ -117,7 +117,8 @@ def test_diff_does_not_write(tmp_path: Path) -> None:
 def test_config_can_disable_a_fix(tmp_path: Path) -> None:
     target = tmp_path / "p.yaml"
     shutil.copy(FIXTURES / "paddle-allocator-conflict" / "fail.missing.yaml", target)
-    (tmp_path / ".compatcheck.yaml").write_text("apiVersion: compatcheck/v1\nfixes:\n  disabled: [paddle-allocator-conflict]\n")
+    (tmp_path / ".compatcheck.yaml").write_text(
+        "apiVersion: compatcheck/v1\nfixes:\n  disabled: [paddle-allocator-conflict]\n")
     before = target.read_text()
     proc = fix(str(target), cwd=tmp_path)
     assert proc.returncode == 0 and target.read_text() == before

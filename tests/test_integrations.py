@@ -291,9 +291,19 @@ def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
     shutil.copy(ROOT / "examples" / "manifests" / "training-job.yaml", repo / "good.yaml")
     subprocess.run(["git", "add", "."], cwd=repo, check=True)
 
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    if head.returncode == 0 and not dirty:
+        # The way users install it: a repo entry pinned to a revision (here: this checkout's HEAD).
+        (repo / ".pre-commit-config.yaml").write_text(
+            f"repos:\n- repo: {ROOT}\n  rev: {head.stdout.strip()}\n  hooks:\n  - id: compatcheck\n")
+        cmd = [pc, "run", "--files"]
+    else:  # uncommitted changes in this checkout: try-repo snapshots them
+        cmd = [pc, "try-repo", str(ROOT), "compatcheck", "--files"]
+
     def hook(*files: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([pc, "try-repo", str(ROOT), "compatcheck", "--files", *files], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=900)
+        return subprocess.run([*cmd, *files], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
 
     bad = hook("bad.yaml", "good.yaml")
     assert bad.returncode == 1, bad.stdout + bad.stderr
