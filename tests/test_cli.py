@@ -250,4 +250,4 @@ def test_admin_image_pattern_without_python(tmp_path: Path) -> None:
 
 def test_rules_validate() -> None:
     proc = run("rules", "validate")
-    assert proc.returncode == 0 and "27 rules" in proc.stdout
+    assert proc.returncode == 0 and "28 rules" in proc.stdout

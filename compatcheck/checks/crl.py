@@ -31,6 +31,21 @@ register(CheckType(
 ))
 
 
+def _set_many(data: dict[str, Any], base: str, values: dict[tuple[str, ...], Any]) -> tuple[PatchOp, ...]:
+    """Ops for several paths at once, each computed against the data as the previous ones left it."""
+    import copy
+
+    from compatcheck.fixes import apply_ops
+
+    current = copy.deepcopy(data)
+    ops: list[PatchOp] = []
+    for path, value in values.items():
+        step = _set_ops(current, "", path, value)
+        current = apply_ops(current, step)
+        ops.extend(PatchOp(op.op, base + op.path, op.value) for op in step)
+    return tuple(ops)
+
+
 def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     index = a.ctx.crl
     if not index:
@@ -67,6 +82,23 @@ def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                                         f"{src}", rptr, c.name,
                                         Fix(f"set requests.{key} from limits", Applicability.SAFE,
                                             (PatchOp("replace", rptr, lim),)))
+                elif mode == "defaults":
+                    if lim is None and spec.limits == "optional" and spec.default is not None:
+                        # One pass must converge (the API server may reinvoke us): set the request too when
+                        # it follows limits.
+                        ops = _set_ops(c.data, c.pointer, ("resources", "limits", key), spec.default)
+                        also = ""
+                        if spec.requests == "fromLimits" and req is None:
+                            ops = _set_many(c.data, c.pointer, {("resources", "limits", key): spec.default,
+                                                                ("resources", "requests", key): spec.default})
+                            also = " (and requests, policy fromLimits)"
+                        yield Violation(f"limits.{key} is not set; the CRL default is {spec.default} {src}", lptr,
+                                        c.name, Fix(f"set limits.{key} to the CRL default {spec.default}{also}",
+                                                    Applicability.SAFE, ops))
+                    elif req is None and lim is not None and spec.requests == "fromLimits":
+                        yield Violation(f"requests.{key} is not set; policy fromLimits sets it to {lim} {src}", rptr,
+                                        c.name, Fix(f"set requests.{key} from limits", Applicability.SAFE,
+                                                    _set_ops(c.data, c.pointer, ("resources", "requests", key), lim)))
                 elif mode == "value-type":
                     for section, value, ptr in (("limits", lim, lptr), ("requests", req, rptr)):
                         if value is not None and not value_matches(spec.data_type, value):
@@ -80,9 +112,9 @@ register(CheckType(
                 "types of every key of that group.",
     target="pod",
     fix_applicability=Applicability.SAFE,
-    fix_modes=("limit-required", "request-policy"),
+    fix_modes=("limit-required", "request-policy", "defaults"),
     gpu_only=False,
     params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
-        "mode": {"enum": ["limit-required", "limit-disabled", "request-policy", "value-type"]}}},
+        "mode": {"enum": ["limit-required", "limit-disabled", "request-policy", "value-type", "defaults"]}}},
     evaluate=_policy,
 ))

@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation
-from compatcheck.cluster import NodeClass, build_cluster
+from compatcheck.checks.resources import _set_ops
+from compatcheck.cluster import NodeClass, build_cluster, required_terms
 from compatcheck.knowledge import DriverVerdict
+from compatcheck.model import Applicability, Fix
 from compatcheck.versions import Version
 from compatcheck.workloads import ContainerTarget
 
@@ -67,7 +70,43 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         else:
             msg = (f"driver CUDA {v0.driver_cuda} is more than {params.get('maxMajorSkew', 1)} major version "
                    f"ahead of image CUDA {rtmm} on {where}; NVIDIA does not support this skew")
-        yield Violation(msg, rt.pointer, c.name)
+        fix = _affinity_fix(a, runtime) if mode in ("too-old", "behind-runtime") else None
+        yield Violation(msg, rt.pointer, c.name, fix)
+
+
+GFD_KEYS = ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor")
+PLATFORM_KEYS = ("cuda-major-version", "cuda-minor-version")
+
+
+def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
+    """Confine the pod to nodes whose driver supports ``runtime``: (major > X) OR (major == X AND minor >= Y),
+    AND-ed into every existing required term (terms are OR-ed, expressions AND-ed)."""
+    classes = a.ctx.cluster.classes if a.ctx.cluster is not None else []
+    uses_platform = any(PLATFORM_KEYS[0] in c.labels for c in classes) and not any(
+        GFD_KEYS[0] in c.labels for c in classes)
+    major_key, minor_key = PLATFORM_KEYS if uses_platform else GFD_KEYS
+    rt = runtime.major_minor()
+    if rt.minor == 0:
+        ours = [[{"key": major_key, "operator": "Gt", "values": [str(rt.major - 1)]}]]
+    else:
+        ours = [[{"key": major_key, "operator": "Gt", "values": [str(rt.major)]}],
+                [{"key": major_key, "operator": "In", "values": [str(rt.major)]},
+                 {"key": minor_key, "operator": "Gt", "values": [str(rt.minor - 1)]}]]
+    existing = required_terms(a.pod.spec) or []
+    terms: list[dict[str, Any]] = []
+    if existing:
+        for term in existing:
+            for extra in ours:
+                merged = {k: v for k, v in term.items()}
+                merged["matchExpressions"] = [*(term.get("matchExpressions") or []), *extra]
+                terms.append(merged)
+    else:
+        terms = [{"matchExpressions": extra} for extra in ours]
+    ops = _set_ops(a.pod.spec, a.pod.pointer, ("affinity", "nodeAffinity",
+                                               "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"),
+                   terms)
+    return Fix(f"require nodes whose driver supports CUDA {rt} ({major_key}/{minor_key.rsplit('.', 1)[-1]})",
+               Applicability.UNSAFE, ops)
 
 
 register(CheckType(
@@ -86,6 +125,8 @@ register(CheckType(
         },
     },
     evaluate=_driver_compat,
+    fix_applicability=Applicability.UNSAFE,
+    fix_modes=("too-old", "behind-runtime"),
 ))
 
 
