@@ -68,6 +68,39 @@ def _parser() -> argparse.ArgumentParser:
     fix.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     fix.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
 
+    cert = sub.add_parser("cert", help="certificates for the webhook")
+    csub = cert.add_subparsers(dest="cert_command", required=True)
+    gen = csub.add_parser("generate", help="write ca.crt, tls.crt and tls.key (0600) and print the caBundle")
+    gen.add_argument("--out-dir", required=True)
+    gen.add_argument("--dns", action="append", required=True, help="DNS name or IP for the SAN (repeatable)")
+    gen.add_argument("--algorithm", choices=["ecdsa", "rsa"], default="ecdsa", help="ECDSA P-256 (default) or RSA 2048")
+    gen.add_argument("--days", type=int, default=365, help="serving certificate lifetime (CA: 10 years)")
+
+    wh = sub.add_parser("webhook", help="the admission webhook")
+    wsub = wh.add_subparsers(dest="webhook_command", required=True)
+    serve = wsub.add_parser("serve", help="serve /validate and /mutate over HTTPS")
+    serve.add_argument("--cert-file", required=True)
+    serve.add_argument("--key-file", required=True)
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8443)
+    serve.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics (0 disables)")
+    serve.add_argument("--config", help="config file (rules, fixes, webhook: mode, failureMode, ownedPods)")
+    serve.add_argument("--rules-dir", action="append", default=[])
+    serve.add_argument("--nodes", help="static cluster view: node list or ClusterProfile")
+    serve.add_argument("--crl", action="append", default=[], help="static CRL ConfigMaps (file or directory)")
+    live = serve.add_mutually_exclusive_group()
+    live.add_argument("--kubeconfig", help="live cluster view through this kubeconfig")
+    live.add_argument("--in-cluster", action="store_true", help="live cluster view with the pod's service account")
+    serve.add_argument("--reload-interval", type=float, default=10.0, help="certificate file poll (seconds)")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    rev = sub.add_parser("review", help="answer an AdmissionReview JSON file offline (as the webhook would)")
+    rev.add_argument("file", help="AdmissionReview request (JSON), or -")
+    rev.add_argument("--endpoint", choices=["validate", "mutate"], default="validate")
+    rev.add_argument("--config")
+    rev.add_argument("--nodes")
+    rev.add_argument("--crl", action="append", default=[])
+
     versions = sub.add_parser("versions", help="what the driver/runtime matrix says")
     versions.add_argument("--driver", required=True, help="driver version, e.g. 535.104.05")
     versions.add_argument("--runtime", required=True, help="CUDA runtime of the image, e.g. 12.4")
@@ -114,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             return _lint_or_fix(args)
         if args.command == "versions":
             return _versions(args)
+        if args.command == "cert":
+            return _cert(args)
+        if args.command == "webhook":
+            return _serve(args)
+        if args.command == "review":
+            return _review(args)
         return _rules(args)
     except KeyboardInterrupt:
         return 130
@@ -281,6 +320,123 @@ def _fix(args: argparse.Namespace, loaded: Any, options: Any, texts: Any) -> int
     remaining = len(report.findings) - applied
     print(f"{applied} fixes applied{' (diff only)' if args.diff else ''}; {remaining} findings left", file=sys.stderr)
     return EXIT_ERROR if report.errors else EXIT_OK
+
+
+def _cert(args: argparse.Namespace) -> int:
+    from compatcheck import certs
+
+    try:
+        generated = certs.generate(args.dns, algorithm=args.algorithm, cert_days=args.days)
+        written = certs.write(args.out_dir, generated)
+    except (ValueError, OSError) as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    print(generated.ca_bundle)
+    return EXIT_OK
+
+
+def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | None, crl: list[str],
+                   kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
+    """Rules, settings and the cluster view; None after printing errors (the webhook refuses to start)."""
+    from compatcheck.admission import AdmissionSettings
+    from compatcheck.config import ConfigError, apply_to_ruleset, load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        return None
+    loaded = _load([*config.rule_dirs, *rules_dirs], validate_builtin=False)
+    if loaded is None:
+        return None
+    try:
+        ruleset = apply_to_ruleset(config, loaded.ruleset)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        return None
+    from webhook.clusterview import LiveView, StaticView, ViewError
+    from webhook.metrics import Metrics
+
+    metrics = Metrics()
+    view: Any
+    if kubeconfig or in_cluster:
+        from kubernetes import client as kclient
+        from kubernetes import config as kconfig
+
+        try:
+            if in_cluster:
+                kconfig.load_incluster_config()
+                api = kclient.ApiClient()
+            else:
+                api = kconfig.new_client_from_config(config_file=kubeconfig)
+        except Exception as exc:
+            _err(f"cannot set up the Kubernetes client: {exc}")
+            return None
+        view = LiveView(loaded.kb, api, metrics)
+    else:
+        try:
+            view = StaticView(loaded.kb, nodes or config.nodes, [*config.crl, *crl])
+        except ViewError as exc:
+            _err(str(exc))
+            return None
+        metrics.nodes.set(view.snapshot.nodes)
+        metrics.crl_loaded.set(view.snapshot.crl_valid)
+        metrics.crl_invalid.set(view.snapshot.crl_invalid)
+    from webhook.app import State
+
+    return State(ruleset, AdmissionSettings.from_config(config), view, metrics)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    try:
+        from webhook.app import json_logging
+        from webhook.server import ServeOptions, serve
+    except ImportError as exc:
+        _err(f"the webhook needs the extra: pip install 'compatcheck[webhook]' ({exc})")
+        return EXIT_ERROR
+    json_logging(getattr(logging, args.log_level.upper()))
+    for path in (args.cert_file, args.key_file):
+        if not os.path.isfile(path):
+            _err(f"{path}: no such file")
+            return EXIT_ERROR
+    state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
+    if state is None:
+        return EXIT_ERROR
+    state.view.start()
+    try:
+        return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,
+                                                     args.metrics_port, args.reload_interval)))
+    except OSError as exc:
+        _err(f"cannot serve: {exc}")
+        return EXIT_ERROR
+    finally:
+        state.view.stop()
+
+
+def _review(args: argparse.Namespace) -> int:
+    from compatcheck.admission import ReviewError, review
+
+    state = _webhook_state(args.config, [], args.nodes, args.crl)
+    if state is None:
+        return EXIT_ERROR
+    try:
+        if args.file == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.file, encoding="utf-8") as fh:
+                text = fh.read()
+        body = json.loads(text)
+        response, _decision = review(body, args.endpoint, state.ruleset, state.view.snapshot.ctx, state.settings)
+    except (OSError, json.JSONDecodeError, ReviewError) as exc:
+        _err(f"{args.file}: {exc}")
+        return EXIT_ERROR
+    print(json.dumps(response, indent=2))
+    return EXIT_OK if response["response"]["allowed"] else EXIT_FINDINGS
 
 
 def _versions(args: argparse.Namespace) -> int:

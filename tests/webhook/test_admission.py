@@ -1,0 +1,265 @@
+"""The pure admission decisions (compatcheck.admission.review), table-driven, on recorded and built requests."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from compatcheck.admission import AdmissionSettings, ReviewError, review
+from compatcheck.checks.base import EvalContext
+from compatcheck.config import Config
+from compatcheck.crl import build_index
+from compatcheck.engine import evaluate
+from compatcheck.loader import Loaded, load_nodes
+from compatcheck.manifests import iter_objects, read_file
+from compatcheck.model import Severity
+from tests.conftest import FIXTURES, ROOT, SHARED
+
+RECORDED = SHARED / "fixtures" / "admission"
+
+
+@pytest.fixture(scope="module")
+def ctx(loaded: Loaded) -> EvalContext:
+    cluster, errors = load_nodes(str(ROOT / "examples" / "cluster-profile.yaml"), loaded.kb, 1 << 24)
+    assert not errors
+    crl_doc = read_file(str(FIXTURES / "crl-default-missing" / "crl.yaml"))
+    index, invalid = build_index([o for d in crl_doc.documents for _p, o in iter_objects(d)])
+    assert not invalid
+    return EvalContext(loaded.kb, cluster, index)
+
+
+def recorded(name: str) -> dict[str, Any]:
+    path = RECORDED / name
+    if not path.exists():
+        pytest.skip("recorded AdmissionReviews are not beside the checkout")
+    return json.loads(path.read_text())
+
+
+def request(obj: dict[str, Any] | None, *, operation: str = "CREATE", old: dict[str, Any] | None = None,
+            api_version: str = "admission.k8s.io/v1", uid: str = "u-1") -> dict[str, Any]:
+    target = obj or old or {}
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": target.get("kind")}, "operation": operation,
+        "namespace": "default", "name": target.get("metadata", {}).get("name"), "object": obj, "oldObject": old,
+        "dryRun": False}}
+
+
+def pod(image: str = "vllm/vllm-openai:v0.6.3", args: list[str] | None = None, limits: dict[str, Any] | None = None,
+        **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", **meta},
+            "spec": {"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}, "containers": [
+                {"name": "c", "image": image, "args": args or [],
+                 "resources": {"limits": limits or {"nvidia.com/gpu": "1"}}}]}}
+
+
+def answer(loaded: Loaded, ctx: EvalContext, body: dict[str, Any], endpoint: str = "validate",
+           **settings: Any) -> dict[str, Any]:
+    response, decision = review(body, endpoint, loaded.ruleset, ctx, AdmissionSettings(**settings))  # type: ignore[arg-type]
+    assert response["response"]["uid"] == body["request"]["uid"]
+    assert response["apiVersion"] == body["apiVersion"] and response["kind"] == "AdmissionReview"
+    return response["response"]
+
+
+def patched(body: dict[str, Any], resp: dict[str, Any]) -> dict[str, Any]:
+    assert resp["patchType"] == "JSONPatch"
+    ops = json.loads(base64.b64decode(resp["patch"]))
+    return jsonpatch.apply_patch(body["request"]["object"], ops)
+
+
+# ------------------------------------------------------------------------------------------ recorded requests
+
+
+@pytest.mark.parametrize("path", sorted(RECORDED.glob("*.json")) if RECORDED.exists() else [],
+                         ids=lambda p: p.name)
+@pytest.mark.parametrize("endpoint", ["validate", "mutate"])
+def test_every_recorded_request_gets_a_valid_answer(loaded: Loaded, ctx: EvalContext, path: Path,
+                                                    endpoint: str) -> None:
+    body = json.loads(path.read_text())
+    resp = answer(loaded, ctx, body, endpoint)
+    assert isinstance(resp["allowed"], bool)
+    if body["request"]["operation"] in ("DELETE", "CONNECT"):
+        assert resp == {"uid": body["request"]["uid"], "allowed": True}  # never a patch on DELETE
+    if "patch" in resp:
+        patched(body, resp)  # the patch applies
+
+
+def test_recorded_paddle_deployment_is_mutated_then_clean(loaded: Loaded, ctx: EvalContext) -> None:
+    body = recorded("0003-Deployment-CREATE.json")
+    resp = answer(loaded, ctx, body, "mutate")
+    obj = patched(body, resp)
+    env = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "FLAGS_allocator_strategy", "value": "naive_best_fit"} in env
+    findings = evaluate(obj, [loaded.ruleset.get("paddle-allocator-conflict")], ctx).findings
+    assert findings == []
+    again = copy.deepcopy(body)
+    again["request"]["object"] = obj
+    assert "patch" not in answer(loaded, ctx, again, "mutate")  # idempotent: the API server may reinvoke
+
+
+def test_recorded_vllm_bf16_is_denied(loaded: Loaded, ctx: EvalContext) -> None:
+    resp = answer(loaded, ctx, recorded("0016-Deployment-CREATE.json"))
+    assert resp["allowed"] is False and resp["status"]["code"] == 403
+    message = resp["status"]["message"]
+    assert message.startswith("compatcheck denied Deployment default/vllm:\n- ")
+    assert "- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0" in message
+    assert all(len(line) <= 260 for line in message.splitlines())
+
+
+def test_recorded_crl_configmap_that_breaks_the_spec_is_denied(loaded: Loaded, ctx: EvalContext) -> None:
+    resp = answer(loaded, ctx, recorded("0018-ConfigMap-CREATE.json"))
+    assert resp["allowed"] is False and "crl-configmap-invalid" in resp["status"]["message"]
+
+
+def test_recorded_dry_run_is_answered_the_same(loaded: Loaded, ctx: EvalContext) -> None:
+    dry = recorded("0020-Pod-CREATE.json")
+    wet = recorded("0002-Pod-CREATE.json")
+    assert dry["request"]["dryRun"] is True
+    a, b = answer(loaded, ctx, dry), answer(loaded, ctx, wet)
+    assert a["allowed"] == b["allowed"] and a.get("warnings") == b.get("warnings")
+
+
+# ------------------------------------------------------------------------------------------ decisions
+
+
+def test_warnings_are_short_and_bounded(loaded: Loaded, ctx: EvalContext) -> None:
+    spec_pod = pod(image="corp/x:1")  # info only (runtime unknown): nothing to say at admission
+    assert "warnings" not in answer(loaded, ctx, request(spec_pod))
+    many = pod(limits={"nvidia.com/gpu": "1"})
+    many["spec"]["containers"] *= 60
+    many["spec"]["tolerations"] = []
+    resp = answer(loaded, ctx, request(many), mode="warn")
+    assert resp["allowed"] is True
+    assert all(len(w) <= 120 for w in resp["warnings"])
+    assert sum(len(w) for w in resp["warnings"]) <= 4096
+
+
+@pytest.mark.parametrize(("mode", "allowed", "has_warnings", "has_audit"), [
+    ("enforce", False, False, False), ("warn", True, True, False), ("audit", True, False, True)])
+def test_modes(loaded: Loaded, ctx: EvalContext, mode: str, allowed: bool, has_warnings: bool,
+               has_audit: bool) -> None:
+    resp = answer(loaded, ctx, request(pod(args=["--dtype=bfloat16"])), mode=mode)
+    assert resp["allowed"] is allowed
+    assert ("warnings" in resp) is has_warnings
+    assert ("auditAnnotations" in resp) is has_audit
+    if has_audit:
+        assert "dtype-unsupported-by-gpu" in resp["auditAnnotations"]["compatcheck.io/findings"]
+
+
+def test_update_ratchets_on_findings_already_present(loaded: Loaded, ctx: EvalContext) -> None:
+    old = pod(args=["--dtype=bfloat16"])
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"] = {"team": "a"}  # an unrelated edit must go through
+    resp = answer(loaded, ctx, request(new, operation="UPDATE", old=old))
+    assert resp["allowed"] is True and any(w.startswith("dtype-unsupported-by-gpu") for w in resp["warnings"])
+    worse = copy.deepcopy(new)
+    worse["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "0.5"
+    resp = answer(loaded, ctx, request(worse, operation="UPDATE", old=old))
+    assert resp["allowed"] is False
+    assert "extended-resource-invalid" in resp["status"]["message"]
+    assert "dtype-unsupported-by-gpu" not in resp["status"]["message"]
+
+
+def test_owned_pods_warn_by_default(loaded: Loaded, ctx: EvalContext) -> None:
+    owned = pod(args=["--dtype=bfloat16"], ownerReferences=[{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                              "name": "rs", "uid": "x", "controller": True}])
+    assert answer(loaded, ctx, request(owned))["allowed"] is True
+    assert answer(loaded, ctx, request(owned), owned_pods="enforce")["allowed"] is False
+    assert "warnings" not in answer(loaded, ctx, request(owned), owned_pods="skip")
+
+
+def test_opt_out_label_and_suppression_annotation(loaded: Loaded, ctx: EvalContext) -> None:
+    out = pod(args=["--dtype=bfloat16"], labels={"compatcheck.io/ignore": "true"})
+    assert answer(loaded, ctx, request(out)) == {"uid": "u-1", "allowed": True}
+    sup = pod(args=["--dtype=bfloat16"], annotations={
+        "compatcheck.io/ignore": "dtype-unsupported-by-gpu=tested, cuda-driver-behind-runtime=ships cuda-compat"})
+    assert answer(loaded, ctx, request(sup))["allowed"] is True
+    assert answer(loaded, ctx, request(sup), annotation_exemptions=False)["allowed"] is False
+
+
+def test_v1beta1_is_answered_in_kind(loaded: Loaded, ctx: EvalContext) -> None:
+    body = request(pod(args=["--dtype=bfloat16"]), api_version="admission.k8s.io/v1beta1")
+    response, _ = review(body, "validate", loaded.ruleset, ctx, AdmissionSettings())
+    assert response["apiVersion"] == "admission.k8s.io/v1beta1" and response["response"]["allowed"] is False
+
+
+def test_crl_defaults_are_mutated_by_default(loaded: Loaded, ctx: EvalContext) -> None:
+    body = request(pod(image="nvidia/cuda:11.4.3-base-ubuntu20.04",
+                       limits={"tencent.com/vcuda-core": "50"}))
+    obj = patched(body, answer(loaded, ctx, body, "mutate"))
+    limits = obj["spec"]["containers"][0]["resources"]["limits"]
+    requests_ = obj["spec"]["containers"][0]["resources"]["requests"]
+    assert limits == {"tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "8",
+                      "example.com/vcuda-priority": "1"}
+    assert requests_ == {"tencent.com/vcuda-memory": "8", "example.com/vcuda-priority": "1"} or \
+        requests_["example.com/vcuda-priority"] == "1"
+    again = request(obj)
+    assert "patch" not in answer(loaded, ctx, again, "mutate")
+
+
+def test_unsafe_mutations_are_opt_in(loaded: Loaded, ctx: EvalContext) -> None:
+    body = request(pod(args=["--dtype=bfloat16"]))
+    assert "patch" not in answer(loaded, ctx, body, "mutate")
+    resp = answer(loaded, ctx, body, "mutate", allow_unsafe=frozenset({"dtype-unsupported-by-gpu"}))
+    assert patched(body, resp)["spec"]["containers"][0]["args"] == ["--dtype=half"]
+
+
+def test_driver_affinity_mutation_is_and_ed_with_existing_terms(loaded: Loaded, ctx: EvalContext) -> None:
+    p = pod(image="nvidia/cuda:12.8.1-base-ubuntu22.04")
+    del p["spec"]["nodeSelector"]
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}]}}}
+    body = request(p)
+    resp = answer(loaded, ctx, body, "mutate", allow_unsafe=frozenset({"cuda-driver-behind-runtime",
+                                                                       "cuda-driver-too-old"}))
+    terms = patched(body, resp)["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert len(terms) == 2
+    assert all(t["matchExpressions"][0]["key"] == "kubernetes.io/hostname" for t in terms)
+    assert terms[0]["matchExpressions"][1] == {"key": "nvidia.com/cuda.runtime-version.major", "operator": "Gt",
+                                               "values": ["12"]}
+    assert terms[1]["matchExpressions"][2] == {"key": "nvidia.com/cuda.runtime-version.minor", "operator": "Gt",
+                                               "values": ["7"]}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ([], "must be a JSON object"),
+    ({"kind": "Pod"}, "expected kind AdmissionReview"),
+    ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "has no request"),
+    ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}, "uid"),
+    ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+      "request": {"uid": "x", "operation": "PATCH"}}, "operation"),
+    ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+      "request": {"uid": "x", "operation": "CREATE", "object": [1]}}, "request.object"),
+])
+def test_malformed_reviews_raise(loaded: Loaded, ctx: EvalContext, body: Any, message: str) -> None:
+    with pytest.raises(ReviewError, match=message):
+        review(body, "validate", loaded.ruleset, ctx, AdmissionSettings())
+
+
+def test_internal_errors_follow_the_failure_mode(loaded: Loaded, ctx: EvalContext,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import compatcheck.admission as adm
+
+    def boom(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(adm, "evaluate", boom)
+    body = request(pod())
+    allow = answer(loaded, ctx, body)
+    assert allow["allowed"] is True and "not evaluated (RuntimeError: kaboom)" in allow["warnings"][0]
+    deny = answer(loaded, ctx, body, failure_mode="deny")
+    assert deny["allowed"] is False and deny["status"]["code"] == 500
+
+
+def test_settings_from_config() -> None:
+    cfg = Config(webhook={"mode": "warn", "failureMode": "deny", "ownedPods": "skip", "denyOn": "warning"},
+                 allow_unsafe=frozenset({"dtype-unsupported-by-gpu"}), fixes_disabled=frozenset({"crl-default-missing"}))
+    s = AdmissionSettings.from_config(cfg)
+    assert (s.mode, s.failure_mode, s.owned_pods, s.deny_on) == ("warn", "deny", "skip", Severity.WARNING)
+    assert "crl-default-missing" not in s.mutations and s.allow_unsafe == {"dtype-unsupported-by-gpu"}

@@ -1,0 +1,163 @@
+"""The aiohttp application: routes, body limits, structured decision logs, metrics.
+
+``make_app`` is a factory (state under typed ``web.AppKey``s); ``compatcheck.admission.review`` decides.
+Malformed calls get HTTP 4xx with a message; policy answers are always HTTP 200 AdmissionReviews.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from compatcheck.admission import AdmissionSettings, ReviewError, review
+from compatcheck.rules import RuleSet
+from webhook.clusterview import Snapshot
+from webhook.metrics import Metrics
+
+MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the API server's own request limit is 3 MiB
+log = logging.getLogger("compatcheck.webhook")
+
+
+class View(Protocol):
+    snapshot: Snapshot
+
+
+@dataclass
+class State:
+    ruleset: RuleSet
+    settings: AdmissionSettings
+    view: View
+    metrics: Metrics
+    inflight: int = 0  # admission requests being handled (graceful shutdown waits for 0)
+
+
+STATE = web.AppKey("state", State)
+
+
+def _bad(request: web.Request, status: int, reason: str, message: str) -> web.Response:
+    state = request.app[STATE]
+    state.metrics.bad_requests.labels(request.path.strip("/") or "-", reason).inc()
+    log.warning(json.dumps({"msg": "bad admission request", "path": request.path, "status": status,
+                            "error": message}))
+    return web.json_response({"error": message}, status=status)
+
+
+async def _admit(request: web.Request, endpoint: str) -> web.Response:
+    state = request.app[STATE]
+    started = time.perf_counter()
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        return _bad(request, 413, "too-large", f"request body of {request.content_length} bytes is over the "
+                                               f"{MAX_BODY} byte limit")
+    try:
+        raw = await request.read()  # the whole body, bounded by client_max_size (chunked bodies included)
+    except web.HTTPRequestEntityTooLarge:
+        return _bad(request, 413, "too-large", f"request body is over the {MAX_BODY} byte limit")
+    except Exception as exc:
+        return _bad(request, 400, "read", f"cannot read the request body: {exc}")
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _bad(request, 400, "json", f"request body is not JSON: {exc}")
+    try:
+        response, decision = review(body, endpoint, state.ruleset, state.view.snapshot.ctx,  # type: ignore[arg-type]
+                                    state.settings)
+    except ReviewError as exc:
+        return _bad(request, 400, "not-admissionreview", str(exc))
+    elapsed = time.perf_counter() - started
+    result = "error" if decision.internal_error else ("allowed" if decision.allowed else "denied")
+    if endpoint == "mutate" and decision.patched_rules:
+        result = "patched"
+    state.metrics.requests.labels(endpoint, decision.operation, decision.kind, result).inc()
+    state.metrics.latency.labels(endpoint).observe(elapsed)
+    if decision.internal_error:
+        state.metrics.errors.labels(endpoint).inc()
+    for f in decision.findings:
+        state.metrics.findings.labels(f.rule_id, f.severity.value, endpoint).inc()
+    log.info(json.dumps({"msg": "admission", **decision.log_fields(), "durationMs": round(elapsed * 1000, 3)}))
+    return web.json_response(response)
+
+
+@web.middleware
+async def count_inflight(request: web.Request, handler: Any) -> web.StreamResponse:
+    state = request.app[STATE]
+    state.inflight += 1
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    finally:
+        state.inflight -= 1
+
+
+async def validate(request: web.Request) -> web.Response:
+    return await _admit(request, "validate")
+
+
+async def mutate(request: web.Request) -> web.Response:
+    return await _admit(request, "mutate")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    snap = request.app[STATE].view.snapshot
+    if not snap.synced:
+        return web.Response(status=503, text="cluster view not synced yet\n")
+    return web.Response(text=f"ok: {snap.nodes} nodes in {snap.classes} classes, {snap.crl_valid} CRL keys\n")
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    body = generate_latest(request.app[STATE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def make_app(state: State) -> web.Application:
+    """The HTTPS admission application."""
+    # client_max_size bounds what aiohttp buffers for a body (413 past it), whatever the Content-Length says.
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[count_inflight])
+    app[STATE] = state
+    app.router.add_post("/validate", validate)
+    app.router.add_post("/mutate", mutate)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def make_metrics_app(state: State) -> web.Application:
+    """The plain-HTTP metrics application (separate port: no admission endpoint is ever served in clear)."""
+    app = web.Application()
+    app[STATE] = state
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+def json_logging(level: int = logging.INFO) -> None:
+    """One JSON object per line on stderr."""
+
+    class Formatter(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            msg = record.getMessage()
+            try:
+                payload: dict[str, Any] = json.loads(msg)
+                if not isinstance(payload, dict):
+                    raise ValueError
+            except ValueError:
+                payload = {"msg": msg}
+            return json.dumps({"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
+                               "logger": record.name, **payload})
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(Formatter())
+    root = logging.getLogger("compatcheck")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False

@@ -1,0 +1,238 @@
+"""The webhook's view of the cluster: Nodes and CRL ConfigMaps, as an immutable snapshot.
+
+``StaticView`` reads files once. ``LiveView`` lists and watches Nodes and the CRL ConfigMaps in kube-public
+with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping, re-lists
+on 410 Gone, and reconnects with exponential backoff when a watch drops. Every change builds a new snapshot
+that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
+blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from compatcheck.checks.base import EvalContext
+from compatcheck.cluster import Cluster, build_cluster, is_gpu_resource
+from compatcheck.crl import CrlIndex, build_index
+from compatcheck.knowledge import KnowledgeBase
+from compatcheck.loader import crl_index, load_crl_objects, load_nodes
+
+log = logging.getLogger("compatcheck.webhook.view")
+
+CRL_NAMESPACE = "kube-public"
+CRL_SELECTOR = "features.alauda.io/type=CustomResourceLimitation"
+
+
+class ViewError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    ctx: EvalContext
+    synced: bool
+    nodes: int = 0
+    classes: int = 0
+    crl_valid: int = 0
+    crl_invalid: int = 0
+
+
+class StaticView:
+    """Cluster view from --nodes / --crl files, read once at start-up."""
+
+    def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20) -> None:
+        cluster: Cluster | None = None
+        if nodes:
+            cluster, errors = load_nodes(nodes, kb, max_bytes)
+            if errors:
+                raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
+        index = CrlIndex()
+        invalid = 0
+        if crl:
+            objects, errors = load_crl_objects(crl, max_bytes)
+            if errors:
+                raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
+            index, bad = crl_index(objects)
+            for e in bad:
+                log.warning(json.dumps({"msg": "ignoring invalid CRL ConfigMap", "file": e.path, "error": e.message}))
+            invalid = len(bad)
+        self.snapshot = Snapshot(EvalContext(kb, cluster, index), True,
+                                 cluster.node_count if cluster else 0, len(cluster.classes) if cluster else 0,
+                                 sum(len(g) for g in index.groups.values()), invalid)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """What the view needs of a Node; drops status.images and the rest (memory with thousands of nodes)."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    return {"metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+            "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
+            "status": {"allocatable": {k: v for k, v in alloc.items() if is_gpu_resource(k)}}}
+
+
+class _Watcher(threading.Thread):
+    """list + watch of one resource; calls ``changed`` with the full current set after every change."""
+
+    def __init__(self, name: str, lister: Callable[..., Any], kwargs: dict[str, Any],
+                 slim: Callable[[dict[str, Any]], dict[str, Any]], changed: Callable[[dict[str, dict[str, Any]]], None],
+                 on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
+        super().__init__(name=f"watch-{name}", daemon=True)
+        self.resource = name
+        self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
+        self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
+        self.items: dict[str, dict[str, Any]] = {}
+        self.synced = threading.Event()
+        self._watch: Any = None
+
+    def _list(self) -> str:
+        resp = self.lister(_preload_content=False, **self.kwargs)
+        data = json.loads(resp.data)
+        self.items = {item["metadata"]["name"]: self.slim(item) for item in data.get("items") or []}
+        self.changed(dict(self.items))
+        self.synced.set()
+        return str(data.get("metadata", {}).get("resourceVersion") or "")
+
+    def run(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        rv: str | None = None
+        backoff = 0.5
+        while not self.stop_event.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                self._watch = watch.Watch()
+                for event in self._watch.stream(self.lister, resource_version=rv, allow_watch_bookmarks=True,
+                                                timeout_seconds=self.timeout_seconds, deserialize=False,
+                                                **self.kwargs):
+                    if self.stop_event.is_set():
+                        break
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind == "BOOKMARK":
+                        continue
+                    name = (obj.get("metadata") or {}).get("name")
+                    if kind in ("ADDED", "MODIFIED") and name:
+                        self.items[name] = self.slim(obj)
+                    elif kind == "DELETED" and name:
+                        self.items.pop(name, None)
+                    else:
+                        continue
+                    self.changed(dict(self.items))
+                backoff = 0.5  # a watch that ends by its timeout is normal: resume from rv
+            except ApiException as exc:
+                if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
+                    rv = None
+                    self.on_restart("gone")
+                    log.info(json.dumps({"msg": "watch expired (410 Gone), re-listing", "resource": self.resource}))
+                    continue
+                self._pause(backoff, f"api error {exc.status}")
+                backoff = min(backoff * 2, 30.0)
+            except Exception as exc:  # dropped connections, DNS, TLS: reconnect with backoff, never die
+                self._pause(backoff, f"{type(exc).__name__}: {exc}")
+                backoff = min(backoff * 2, 30.0)
+
+    def _pause(self, backoff: float, reason: str) -> None:
+        self.on_restart("error")
+        log.warning(json.dumps({"msg": "watch failed, reconnecting", "resource": self.resource, "error": reason,
+                                "retryIn": round(backoff, 2)}))
+        self.stop_event.wait(backoff * (0.5 + random.random()))
+
+    def halt(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+
+
+class LiveView:
+    """Nodes and CRL ConfigMaps from the API server, kept current by watches."""
+
+    def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2) -> None:
+        from kubernetes import client
+
+        self.kb = kb
+        self.metrics = metrics
+        self.debounce = debounce
+        core = client.CoreV1Api(api_client)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._crls: dict[str, dict[str, Any]] = {}
+        self._dirty = threading.Event()
+        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
+
+        def restart(resource: str) -> Callable[[str], None]:
+            return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
+
+        self.node_watch = _Watcher("nodes", core.list_node, {}, _slim_node, self._nodes_changed, restart("nodes"),
+                                   self._stop)
+        self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
+                                  {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
+                                  self._crls_changed, restart("configmaps"), self._stop)
+        self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
+
+    def _nodes_changed(self, items: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._nodes = items
+        self._dirty.set()
+
+    def _crls_changed(self, items: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._crls = items
+        self._dirty.set()
+
+    def _publish_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._dirty.wait(0.5):
+                continue
+            time.sleep(self.debounce)  # coalesce bursts of events into one rebuild
+            self._dirty.clear()
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        with self._lock:
+            nodes, crls = list(self._nodes.values()), list(self._crls.values())
+        cluster = build_cluster(nodes, self.kb)
+        index, invalid = build_index(crls)
+        for obj, problems in invalid:
+            log.warning(json.dumps({"msg": "ignoring invalid CRL ConfigMap",
+                                    "name": (obj.get("metadata") or {}).get("name"), "error": problems[0][1]}))
+        synced = self.node_watch.synced.is_set() and self.crl_watch.synced.is_set()
+        valid = sum(len(g) for g in index.groups.values())
+        self.snapshot = Snapshot(EvalContext(self.kb, cluster, index), synced, cluster.node_count,
+                                 len(cluster.classes), valid, len(invalid))
+        if self.metrics is not None:
+            self.metrics.nodes.set(cluster.node_count)
+            self.metrics.node_classes.set(len(cluster.classes))
+            self.metrics.crl_loaded.set(valid)
+            self.metrics.crl_invalid.set(len(invalid))
+
+    def start(self) -> None:
+        self.node_watch.start()
+        self.crl_watch.start()
+        self._publisher.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        ok = self.node_watch.synced.wait(timeout) and self.crl_watch.synced.wait(timeout)
+        if ok:
+            self.rebuild()
+        return ok
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.node_watch.halt()
+        self.crl_watch.halt()

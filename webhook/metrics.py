@@ -1,0 +1,32 @@
+"""Prometheus metrics of the webhook, on their own registry (no process-global state between app instances)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("compatcheck_admission_requests_total", "Admission requests by outcome",
+                                ["endpoint", "operation", "kind", "result"], registry=r)
+        self.latency = Histogram("compatcheck_admission_duration_seconds", "Time to answer an admission request",
+                                 ["endpoint"], registry=r,
+                                 buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+        self.findings = Counter("compatcheck_findings_total", "Findings reported at admission",
+                                ["rule", "severity", "endpoint"], registry=r)
+        self.errors = Counter("compatcheck_internal_errors_total", "Requests answered by the failure mode",
+                              ["endpoint"], registry=r)
+        self.bad_requests = Counter("compatcheck_bad_requests_total", "Malformed or oversized bodies (HTTP 4xx)",
+                                    ["endpoint", "reason"], registry=r)
+        self.watch_restarts = Counter("compatcheck_watch_restarts_total", "Watch re-lists and reconnects",
+                                      ["resource", "reason"], registry=r)
+        self.crl_loaded = Gauge("compatcheck_crl_configmaps_loaded", "Valid CRL ConfigMaps in the view", registry=r)
+        self.crl_invalid = Gauge("compatcheck_crl_configmaps_invalid", "Invalid CRL ConfigMaps ignored", registry=r)
+        self.nodes = Gauge("compatcheck_nodes", "Nodes in the cluster view", registry=r)
+        self.node_classes = Gauge("compatcheck_node_classes", "Node equivalence classes in the cluster view",
+                                  registry=r)
+        self.cert_expiry = Gauge("compatcheck_certificate_expiry_timestamp_seconds",
+                                 "notAfter of the serving certificate (Unix time)", registry=r)
+        self.cert_reloads = Counter("compatcheck_certificate_reloads_total", "Serving certificate reloads", registry=r)
