@@ -60,7 +60,7 @@ def pod(image: str = "vllm/vllm-openai:v0.6.3", args: list[str] | None = None, l
 
 def answer(loaded: Loaded, ctx: EvalContext, body: dict[str, Any], endpoint: str = "validate",
            **settings: Any) -> dict[str, Any]:
-    response, decision = review(body, endpoint, loaded.ruleset, ctx, AdmissionSettings(**settings))  # type: ignore[arg-type]
+    response, _decision = review(body, endpoint, loaded.ruleset, ctx, AdmissionSettings(**settings))  # type: ignore[arg-type]
     assert response["response"]["uid"] == body["request"]["uid"]
     assert response["apiVersion"] == body["apiVersion"] and response["kind"] == "AdmissionReview"
     return response["response"]
@@ -259,7 +259,8 @@ def test_internal_errors_follow_the_failure_mode(loaded: Loaded, ctx: EvalContex
 
 def test_settings_from_config() -> None:
     cfg = Config(webhook={"mode": "warn", "failureMode": "deny", "ownedPods": "skip", "denyOn": "warning"},
-                 allow_unsafe=frozenset({"dtype-unsupported-by-gpu"}), fixes_disabled=frozenset({"crl-default-missing"}))
+                 allow_unsafe=frozenset({"dtype-unsupported-by-gpu"}),
+                 fixes_disabled=frozenset({"crl-default-missing"}))
     s = AdmissionSettings.from_config(cfg)
     assert (s.mode, s.failure_mode, s.owned_pods, s.deny_on) == ("warn", "deny", "skip", Severity.WARNING)
     assert "crl-default-missing" not in s.mutations and s.allow_unsafe == {"dtype-unsupported-by-gpu"}

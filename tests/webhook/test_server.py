@@ -148,7 +148,7 @@ def test_malformed_bodies_get_400(server: Server, body: bytes, status: int, mess
 
 def test_oversized_body_is_refused(server: Server) -> None:
     big = b'{"pad": "' + b"x" * (3 * 1024 * 1024 + 10) + b'"}'
-    got, resp = server.post("/validate", big)
+    got, _resp = server.post("/validate", big)
     assert got == 413
     got, _ = server.post("/validate", review_body("0002-Pod-CREATE.json"))
     assert got == 200
