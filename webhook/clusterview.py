@@ -106,6 +106,9 @@ class _Watcher(threading.Thread):
         self.synced.set()
         return str(data.get("metadata", {}).get("resourceVersion") or "")
 
+    def _raw_lister(self, **kw: Any) -> Any:
+        return self.lister(**kw)
+
     def run(self) -> None:
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
@@ -120,12 +123,7 @@ class _Watcher(threading.Thread):
                 # A wrapper without a docstring makes the client hand us plain dicts (no model objects: less
                 # memory and CPU with thousands of nodes) while it still turns a 410 ERROR event into an
                 # ApiException; its deserialize=False mode trips over ERROR events instead.
-                lister = self.lister
-
-                def raw(**kw: Any) -> Any:
-                    return lister(**kw)
-
-                for event in self._watch.stream(raw, resource_version=rv, allow_watch_bookmarks=True,
+                for event in self._watch.stream(self._raw_lister, resource_version=rv, allow_watch_bookmarks=True,
                                                 timeout_seconds=self.timeout_seconds, **self.kwargs):
                     if self.stop_event.is_set():
                         break
