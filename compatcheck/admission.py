@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
 from compatcheck.checks.base import EvalContext
@@ -167,9 +168,54 @@ def _opted_out(obj: dict[str, Any]) -> bool:
     return mapping(mapping(obj.get("metadata")).get("labels")).get(OPT_OUT_LABEL) == "true"
 
 
-def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings: AdmissionSettings) -> tuple[
-        list[Finding], EvalResult]:
-    result = evaluate(obj, rules, ctx, severities=settings.config.severities)
+class EvaluationCache:
+    """Memo of engine results for objects that differ only in identity metadata.
+
+    The Pods of one ReplicaSet (or Job) reach the webhook one by one and differ only in name, uid,
+    ownerReferences and timestamps, none of which a rule reads; they share one evaluation. The key is the
+    whole object minus those fields; the cache is dropped whenever the cluster snapshot changes. A hit
+    gives exactly what a fresh evaluation would (findings are re-bound to the object at hand).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._ctx: EvalContext | None = None
+        self._data: OrderedDict[tuple[tuple[str, ...], str], EvalResult] = OrderedDict()
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(obj: dict[str, Any]) -> str:
+        meta = mapping(obj.get("metadata"))
+        reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+        reduced["metadata"] = {"annotations": meta.get("annotations"), "labels": meta.get("labels")}
+        return json.dumps(reduced, sort_keys=True, separators=(",", ":"), default=str)
+
+    def evaluate(self, obj: dict[str, Any], rules: list[Rule], ctx: EvalContext,
+                 severities: dict[str, Severity]) -> EvalResult:
+        if ctx is not self._ctx:
+            self._data.clear()
+            self._ctx = ctx
+        k = (tuple(r.id for r in rules), self.key(obj))
+        cached = self._data.get(k)
+        ref = object_ref(obj)
+        if cached is not None:
+            self.hits += 1
+            self._data.move_to_end(k)
+            return EvalResult([replace(f, obj=ref) for f in cached.findings], list(cached.problems))
+        self.misses += 1
+        result = evaluate(obj, rules, ctx, severities=severities)
+        self._data[k] = result
+        if len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return result
+
+
+def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings: AdmissionSettings,
+              cache: EvaluationCache | None = None) -> tuple[list[Finding], EvalResult]:
+    if cache is not None:
+        result = cache.evaluate(obj, rules, ctx, settings.config.severities)
+    else:
+        result = evaluate(obj, rules, ctx, severities=settings.config.severities)
     findings = [f for f in result.findings if not settings.config.exempt(f, None)]
     if settings.annotation_exemptions:
         findings, _silenced = split_suppressed(findings, obj)
@@ -193,8 +239,9 @@ def _failure(req: Request, decision: Decision, settings: AdmissionSettings, erro
 
 
 def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
-           settings: AdmissionSettings) -> tuple[dict[str, Any], Decision]:
-    """The AdmissionReview response for ``body``. Raises ReviewError for malformed bodies (HTTP 400)."""
+           settings: AdmissionSettings, cache: EvaluationCache | None = None) -> tuple[dict[str, Any], Decision]:
+    """The AdmissionReview response for ``body``. Raises ReviewError for malformed bodies (HTTP 400).
+    ``cache`` (optional) memoises evaluations of objects that differ only in identity metadata."""
     req = parse_request(body)
     target = req.obj if req.obj is not None else req.old
     ref = object_ref(target or {})
@@ -212,8 +259,8 @@ def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet,
         return _envelope(req, {"allowed": True}), decision
     try:
         if endpoint == "mutate":
-            return _mutate(req, decision, ruleset, ctx, settings), decision
-        return _validate(req, decision, ruleset, ctx, settings, owned), decision
+            return _mutate(req, decision, ruleset, ctx, settings, cache), decision
+        return _validate(req, decision, ruleset, ctx, settings, owned, cache), decision
     except Exception as exc:  # never crash, never a bare 500: answer per the failure mode
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
@@ -223,10 +270,10 @@ def _key(f: Finding) -> tuple[str, str, str]:
 
 
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              owned: bool) -> dict[str, Any]:
+              owned: bool, cache: EvaluationCache | None) -> dict[str, Any]:
     assert req.obj is not None
     rules = list(ruleset)
-    findings, result = _evaluate(req.obj, rules, ctx, settings)
+    findings, result = _evaluate(req.obj, rules, ctx, settings, cache)
     errors = _internal_errors(result)
     if errors:
         return _failure(req, decision, settings, errors[0])
@@ -235,7 +282,7 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
     if req.operation == "UPDATE" and req.old is not None:
         # Ratchet: problems the stored object already had never block an update (people must be able to fix
         # other things); only newly introduced ones deny.
-        old_findings, _ = _evaluate(req.old, rules, ctx, settings)
+        old_findings, _ = _evaluate(req.old, rules, ctx, settings, cache)
         preexisting = {_key(f) for f in old_findings}
     blocking = [f for f in findings if f.severity.rank >= settings.deny_on.rank and _key(f) not in preexisting]
     if owned and settings.owned_pods == "warn":
@@ -270,7 +317,7 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
 
 
 def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext,
-            settings: AdmissionSettings) -> dict[str, Any]:
+            settings: AdmissionSettings, cache: EvaluationCache | None) -> dict[str, Any]:
     import jsonpatch  # the final patch is a diff, so it is valid RFC 6902 whatever order fixes were made in
 
     assert req.obj is not None
@@ -282,7 +329,7 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     current = original
     applied: list[Finding] = []
     for _round in range(3):  # fixes converge in one round by design; the bound only guards against a bad rule
-        findings, result = _evaluate(current, rules, ctx, settings)
+        findings, result = _evaluate(current, rules, ctx, settings, cache)
         errors = _internal_errors(result)
         if errors:
             return _failure(req, decision, settings, errors[0])

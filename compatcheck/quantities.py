@@ -22,6 +22,8 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(value: Any) -> Fraction:
+    if type(value) is str and value.isdigit() and len(value) < 19:  # the common case: "1", "8", "100"
+        return Fraction(int(value))
     if isinstance(value, bool) or value is None:
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiohttp import web
 
-from compatcheck.admission import AdmissionSettings, ReviewError, review
+from compatcheck.admission import AdmissionSettings, EvaluationCache, ReviewError, review
 from compatcheck.rules import RuleSet
 from webhook.clusterview import Snapshot
 from webhook.metrics import Metrics
@@ -34,6 +34,7 @@ class State:
     view: View
     metrics: Metrics
     inflight: int = 0  # admission requests being handled (graceful shutdown waits for 0)
+    cache: EvaluationCache = field(default_factory=EvaluationCache)
 
 
 STATE = web.AppKey("state", State)
@@ -65,7 +66,7 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         return _bad(request, 400, "json", f"request body is not JSON: {exc}")
     try:
         response, decision = review(body, endpoint, state.ruleset, state.view.snapshot.ctx,  # type: ignore[arg-type]
-                                    state.settings)
+                                    state.settings, state.cache)
     except ReviewError as exc:
         return _bad(request, 400, "not-admissionreview", str(exc))
     elapsed = time.perf_counter() - started

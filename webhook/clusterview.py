@@ -27,6 +27,7 @@ from compatcheck.loader import crl_index, load_crl_objects, load_nodes
 log = logging.getLogger("compatcheck.webhook.view")
 
 CRL_NAMESPACE = "kube-public"
+LIST_PAGE = 500
 CRL_SELECTOR = "features.alauda.io/type=CustomResourceLimitation"
 
 
@@ -74,6 +75,18 @@ class StaticView:
         pass
 
 
+def _release_memory() -> None:
+    """Hand the memory of a big initial list back to the OS (glibc keeps freed arenas otherwise)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
     """What the view needs of a Node; drops status.images and the rest (memory with thousands of nodes)."""
     meta = node.get("metadata") or {}
@@ -99,12 +112,28 @@ class _Watcher(threading.Thread):
         self._watch: Any = None
 
     def _list(self) -> str:
-        resp = self.lister(_preload_content=False, **self.kwargs)
-        data = json.loads(resp.data)
-        self.items = {item["metadata"]["name"]: self.slim(item) for item in data.get("items") or []}
+        # Paginated (limit/continue, as kubectl does): only one page of full Node objects, with their long
+        # status.images lists, is ever in memory; the view keeps the slim form.
+        items: dict[str, dict[str, Any]] = {}
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.kwargs}
+            if token:
+                kwargs["_continue"] = token
+            resp = self.lister(_preload_content=False, **kwargs)
+            data = json.loads(resp.data)
+            for item in data.get("items") or []:
+                items[item["metadata"]["name"]] = self.slim(item)
+            meta = data.get("metadata") or {}
+            token = meta.get("continue")
+            del data, resp
+            if not token:
+                break
+        self.items = items
         self.changed(dict(self.items))
         self.synced.set()
-        return str(data.get("metadata", {}).get("resourceVersion") or "")
+        _release_memory()
+        return str(meta.get("resourceVersion") or "")
 
     def _raw_lister(self, **kw: Any) -> Any:
         return self.lister(**kw)

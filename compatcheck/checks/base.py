@@ -211,7 +211,10 @@ class PodAnalysis:
         return {k: max(regular.get(k, 0), init.get(k, 0)) for k in set(regular) | set(init)}
 
     def runtime(self, c: ContainerTarget) -> CudaRuntime:
-        return self._runtimes.setdefault(c.pointer, self._resolve_runtime(c))
+        found = self._runtimes.get(c.pointer)
+        if found is None:
+            found = self._runtimes[c.pointer] = self._resolve_runtime(c)
+        return found
 
     @cached_property
     def _runtimes(self) -> dict[str, CudaRuntime]:

@@ -101,15 +101,22 @@ class FakeAPIServer:
     async def _handle(self, request: web.Request, resource: str) -> web.StreamResponse:
         if request.query.get("watch") in ("true", "1"):
             return await self._watch(request, resource)
-        self.lists[resource] += 1
+        if not request.query.get("continue"):
+            self.lists[resource] += 1
         selector = request.query.get("labelSelector")
         items = list(self.objects[resource].values())
         if selector:
             key, _, value = selector.partition("=")
             items = [o for o in items if (o.get("metadata", {}).get("labels") or {}).get(key) == value]
         kind = "NodeList" if resource == "nodes" else "ConfigMapList"
-        return web.json_response({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": str(self.rv)},
-                                  "items": items})
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        limit = int(request.query.get("limit") or 0)
+        if limit:  # chunked lists: limit + continue (an offset here; opaque to clients)
+            offset = int(request.query.get("continue") or 0)
+            items = items[offset: offset + limit]
+            if offset + limit < len(self.objects[resource]):
+                meta["continue"] = str(offset + limit)
+        return web.json_response({"apiVersion": "v1", "kind": kind, "metadata": meta, "items": items})
 
     async def _watch(self, request: web.Request, resource: str) -> web.StreamResponse:
         self.watches[resource] += 1

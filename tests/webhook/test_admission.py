@@ -264,3 +264,27 @@ def test_settings_from_config() -> None:
     s = AdmissionSettings.from_config(cfg)
     assert (s.mode, s.failure_mode, s.owned_pods, s.deny_on) == ("warn", "deny", "skip", Severity.WARNING)
     assert "crl-default-missing" not in s.mutations and s.allow_unsafe == {"dtype-unsupported-by-gpu"}
+
+
+def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None:
+    from compatcheck.admission import EvaluationCache
+
+    cache = EvaluationCache()
+    first = pod(args=["--dtype=bfloat16"], uid="a")
+    twin = copy.deepcopy(first)
+    twin["metadata"].update(name="p-2", uid="b")  # a ReplicaSet sibling: identity differs, nothing else
+    body_a, body_b = request(first), request(twin, uid="u-2")
+    s = AdmissionSettings()
+    plain_b, _ = review(body_b, "validate", loaded.ruleset, ctx, s)
+    review(body_a, "validate", loaded.ruleset, ctx, s, cache)
+    cached_b, decision = review(body_b, "validate", loaded.ruleset, ctx, s, cache)
+    assert cache.hits == 1 and cached_b == plain_b
+    assert "Pod default/p-2" in cached_b["response"]["status"]["message"]
+    assert all(f.obj.name == "p-2" for f in decision.findings)
+    changed = copy.deepcopy(twin)
+    changed["spec"]["containers"][0]["args"] = ["--dtype=half"]
+    review(request(changed), "validate", loaded.ruleset, ctx, s, cache)
+    assert cache.misses == 2
+    other_ctx = EvalContext(ctx.kb, None, ctx.crl)  # a new snapshot drops the cache
+    review(body_b, "validate", loaded.ruleset, other_ctx, s, cache)
+    assert cache.misses == 3

@@ -56,6 +56,22 @@ def restarts(metrics: Metrics, resource: str, reason: str) -> float:
     return metrics.watch_restarts.labels(resource, reason)._value.get()  # type: ignore[no-any-return]
 
 
+def test_paginated_initial_list(api: FakeAPIServer, loaded: Loaded, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes import config
+
+    import webhook.clusterview as cv
+
+    monkeypatch.setattr(cv, "LIST_PAGE", 2)  # 3 nodes -> 2 pages
+    client = config.new_client_from_config(config_file=api.kubeconfig(str(tmp_path / "kubeconfig")))
+    v = LiveView(loaded.kb, client, Metrics(), debounce=0.01)
+    v.start()
+    try:
+        assert v.wait_synced(10) and v.snapshot.nodes == 3
+    finally:
+        v.stop()
+
+
 def test_initial_list_builds_the_snapshot(view: tuple[LiveView, Metrics]) -> None:
     v, metrics = view
     snap = v.snapshot
@@ -79,6 +95,7 @@ def test_watch_events_update_the_snapshot(view: tuple[LiveView, Metrics], api: F
 
 def test_410_gone_relists(view: tuple[LiveView, Metrics], api: FakeAPIServer) -> None:
     v, metrics = view
+    wait_for(lambda: len(api.queues["nodes"]) == 1)  # the watch is established
     api.gone("nodes")
     wait_for(lambda: restarts(metrics, "nodes", "gone") == 1 and api.lists["nodes"] == 2)
     api.put("nodes", node("late", "NVIDIA-L4", "550.54.15"))
@@ -91,6 +108,7 @@ def test_dropped_watch_reconnects_from_its_resource_version(view: tuple[LiveView
     api.put("nodes", node("x", "NVIDIA-L4", "550.54.15"))
     wait_for(lambda: v.snapshot.nodes == 4)
     watches_before = api.watches["nodes"]
+    wait_for(lambda: len(api.queues["nodes"]) == 1)
     api.drop("nodes")
     wait_for(lambda: api.watches["nodes"] > watches_before, timeout=15)
     assert api.watch_rvs[-1] == str(api.rv)  # resumed where it was, not from scratch

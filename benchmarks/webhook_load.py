@@ -1,0 +1,227 @@
+"""Admission webhook latency and throughput over real HTTPS with keep-alive, against a bare aiohttp baseline.
+
+    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--nodes 5000]
+
+Sends recorded (../shared/fixtures/admission) and generated AdmissionReviews (GPU Pods and Deployments, 20 %
+violating) to `compatcheck webhook serve` (static view from examples/cluster-profile.yaml), and reports:
+  - p50/p99 latency and errors at fixed open-loop rates (latency from each request's scheduled start, so
+    queueing shows up: no coordinated omission);
+  - saturation throughput (closed loop, 64 connections) of the webhook and of a bare aiohttp endpoint that
+    answers a constant AdmissionReview over the same TLS, and their ratio;
+  - RSS of the webhook with a live view of N nodes served by a fake API server (kubernetes client, list + watch).
+Server and load generator share the machine's cores, so the figures are conservative.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT.parent / "shared" / "fixtures" / "admission"
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bodies(n: int = 200, distinct: bool = False) -> list[bytes]:
+    """Recorded reviews plus generated ones. distinct=True makes every object differ beyond identity metadata
+    (a unique env value), so the webhook's evaluation cache never hits: the worst case."""
+    rng = random.Random(3)
+    out = [p.read_bytes() for p in sorted(RECORDED.glob("*.json"))] if RECORDED.exists() and not distinct else []
+    for i in range(n):
+        bad = rng.random() < 0.2
+        image = "vllm/vllm-openai:v0.9.2" if rng.random() < 0.5 else "nvidia/cuda:12.2.2-base-ubuntu22.04"
+        container = {"name": "c", "image": image, "args": ["--dtype=bfloat16"] if bad else [],
+                     "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                     "env": [{"name": "RUN_ID", "value": str(i if distinct else i % 7)}]}
+        spec = {"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}, "containers": [container]}
+        if rng.random() < 0.5:
+            obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "d"},
+                                   "spec": spec}
+        else:
+            obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"d{i}", "namespace": "d"},
+                   "spec": {"selector": {"matchLabels": {"a": "b"}},
+                            "template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}}
+        out.append(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": f"u{i}", "kind": {"group": "", "version": "v1", "kind": obj["kind"]}, "operation": "CREATE",
+            "namespace": "d", "object": obj, "oldObject": None, "dryRun": False}}).encode())
+    return out
+
+
+async def wait_ready(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    async with aiohttp.ClientSession() as s:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(f"server exited with {proc.returncode}")
+            try:
+                async with s.get(url + "/readyz", ssl=ctx) as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise SystemExit("server not ready")
+
+
+async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate: int, duration: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors = 0
+    conn = aiohttp.TCPConnector(limit=256, ssl=ctx)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.2
+        total = int(rate * duration)
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            scheduled = start + i / rate
+            await asyncio.sleep(max(0.0, scheduled - loop.time()))
+            try:
+                async with s.post(url + "/validate", data=payloads[i % len(payloads)],
+                                  headers={"Content-Type": "application/json"}) as r:
+                    await r.read()
+                    if r.status != 200:
+                        errors += 1
+            except aiohttp.ClientError:
+                errors += 1
+            latencies.append(loop.time() - scheduled)
+
+        await asyncio.gather(*(one(i) for i in range(total)))
+    latencies.sort()
+    return {"rate": rate, "n": len(latencies), "errors": errors,
+            "p50": statistics.median(latencies) * 1000, "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000}
+
+
+async def saturate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], duration: float,
+                   concurrency: int = 64) -> float:
+    done = 0
+    conn = aiohttp.TCPConnector(limit=concurrency, ssl=ctx)
+    async with aiohttp.ClientSession(connector=conn) as s:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + duration
+
+        async def worker(k: int) -> None:
+            nonlocal done
+            i = k
+            while loop.time() < end:
+                async with s.post(url + "/validate", data=payloads[i % len(payloads)],
+                                  headers={"Content-Type": "application/json"}) as r:
+                    await r.read()
+                done += 1
+                i += concurrency
+
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+    return done / duration
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_webhook(certs: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.Popen([sys.executable, "-m", "compatcheck", "webhook", "serve", "--cert-file",
+                             str(certs / "tls.crt"), "--key-file", str(certs / "tls.key"), "--host", "127.0.0.1",
+                             "--port", str(port), "--metrics-port", "0", "--log-level", "warning", *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--rates", default="100,500,1000")
+    ap.add_argument("--nodes", type=int, default=5000)
+    args = ap.parse_args()
+    payloads = bodies()
+    distinct = bodies(40_000, distinct=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        certs = Path(tmp) / "certs"
+        subprocess.run([sys.executable, "-m", "compatcheck", "cert", "generate", "--out-dir", str(certs), "--dns",
+                        "localhost", "--dns", "127.0.0.1"], check=True, capture_output=True, cwd=ROOT)
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        port, bare_port = free_port(), free_port()
+        wh = start_webhook(certs, port, "--nodes", "examples/cluster-profile.yaml")
+        bare = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_server.py"), str(certs / "tls.crt"),
+                                 str(certs / "tls.key"), str(bare_port)], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            url, bare_url = f"https://localhost:{port}", f"https://localhost:{bare_port}"
+            await wait_ready(url, ctx, wh)
+            await wait_ready(bare_url, ctx, bare)
+            await fixed_rate(url, ctx, payloads, 100, 1.0)  # warm-up
+            print(f"{args.duration:.0f} s per measurement, one server process, HTTPS keep-alive, 20 % violating")
+            for name, load in (("all-distinct objects (cache never hits)", distinct),
+                               ("replica-like mix: 47 recorded + Pods/Deployments repeating (cache hits)", payloads)):
+                print(f" workload: {name}")
+                await fixed_rate(url, ctx, load[-500:], 200, 2.0)  # warm-up on this workload's shapes
+                for rate in (int(r) for r in args.rates.split(",")):
+                    r = await fixed_rate(url, ctx, load, rate, args.duration)
+                    print(f"  webhook @ {rate:>5} req/s: p50 {r['p50']:6.2f} ms   p99 {r['p99']:7.2f} ms   "
+                          f"errors {r['errors']}/{r['n']}")
+                sat = await saturate(url, ctx, load, args.duration)
+                base = await saturate(bare_url, ctx, load, args.duration)
+                print(f"  saturation: webhook {sat:7.0f} req/s, bare aiohttp constant AdmissionReview {base:7.0f} "
+                      f"req/s -> ratio {sat / base:.2f}")
+            print(f"  RSS, static view: {rss_mib(wh.pid):.0f} MiB")
+        finally:
+            stop(wh)
+            stop(bare)
+        if args.nodes:
+            from tests.webhook.fake_apiserver import FakeAPIServer, node
+
+            api = FakeAPIServer().start()
+            products = [("Tesla-T4", "535.104.05"), ("NVIDIA-A100-SXM4-80GB", "550.54.15"),
+                        ("NVIDIA-H100-80GB-HBM3", "570.124.06"), ("NVIDIA-L4", "550.54.15")]
+            for i in range(args.nodes):
+                product, driver = products[i % 4]
+                api.put("nodes", node(f"node-{i}", product, driver))
+            await asyncio.sleep(1)
+            kubeconfig = api.kubeconfig(str(Path(tmp) / "kubeconfig"))
+            live_port = free_port()
+            live = start_webhook(certs, live_port, "--kubeconfig", kubeconfig)
+            try:
+                t = time.perf_counter()
+                await wait_ready(f"https://localhost:{live_port}", ctx, live)
+                synced = time.perf_counter() - t
+                r = await fixed_rate(f"https://localhost:{live_port}", ctx, payloads, 200, min(args.duration, 5))
+                print(f"  live view of {args.nodes} nodes (fake API server, list + watch): ready in {synced:.1f} s, "
+                      f"RSS {rss_mib(live.pid):.0f} MiB, p99 @ 200 req/s {r['p99']:.2f} ms")
+            finally:
+                stop(live)
+                api.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
