@@ -9,6 +9,7 @@ blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -81,10 +82,8 @@ def _release_memory() -> None:
     import gc
 
     gc.collect()
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _slim_node(node: dict[str, Any]) -> dict[str, Any]:

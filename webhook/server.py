@@ -9,6 +9,7 @@ exits 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -66,10 +67,8 @@ class CertReloader:
         return (c.st_mtime, k.st_mtime, c.st_size, k.st_size)
 
     def _expiry(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.metrics.cert_expiry.set(cert_not_after(self.cert_file))
-        except (OSError, ValueError):
-            pass
 
     def check(self) -> bool:
         try:
