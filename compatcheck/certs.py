@@ -37,26 +37,41 @@ def _key(algorithm: str) -> Any:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def generate(dns_names: list[str], *, algorithm: str = "ecdsa", common_name: str | None = None,
-             ca_days: int = CA_DAYS, cert_days: int = CERT_DAYS) -> Generated:
+def make_ca(*, algorithm: str = "ecdsa", days: int = CA_DAYS) -> tuple[bytes, bytes]:
+    """(CA certificate PEM, CA key PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)  # tolerate small clock skew
+    key = _key(algorithm)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "compatcheck webhook CA")])
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now)
+          .not_valid_after(now + dt.timedelta(days=days))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+          .sign(key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    return ca.public_bytes(pem), key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                   serialization.NoEncryption())
+
+
+def issue(ca_pem: bytes, ca_key_pem: bytes, dns_names: list[str], *, algorithm: str = "ecdsa",
+          days: int = CERT_DAYS, common_name: str | None = None) -> tuple[bytes, bytes]:
+    """(serving certificate PEM, key PEM) signed by the given CA."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     if not dns_names:
         raise ValueError("at least one --dns name is needed (e.g. compatcheck.compatcheck.svc)")
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)  # tolerate small clock skew
-    ca_key = _key(algorithm)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "compatcheck webhook CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now)
-          .not_valid_after(now + dt.timedelta(days=ca_days))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-          .sign(ca_key, hashes.SHA256()))
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    ca_key: Any = serialization.load_pem_private_key(ca_key_pem, password=None)
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
     key = _key(algorithm)
     sans: list[x509.GeneralName] = []
     for name in dns_names:
@@ -66,16 +81,38 @@ def generate(dns_names: list[str], *, algorithm: str = "ecdsa", common_name: str
             sans.append(x509.DNSName(name))
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or dns_names[0])]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=cert_days))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + dt.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    return Generated(ca.public_bytes(pem), cert.public_bytes(pem), key_pem)
+    return cert.public_bytes(pem), key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption())
+
+
+def generate(dns_names: list[str], *, algorithm: str = "ecdsa", common_name: str | None = None,
+             ca_days: int = CA_DAYS, cert_days: int = CERT_DAYS) -> Generated:
+    """A fresh CA and a serving certificate; the CA key is dropped (nothing else can be signed)."""
+    if not dns_names:
+        raise ValueError("at least one --dns name is needed (e.g. compatcheck.compatcheck.svc)")
+    ca_pem, ca_key = make_ca(algorithm=algorithm, days=ca_days)
+    cert_pem, key_pem = issue(ca_pem, ca_key, dns_names, algorithm=algorithm, days=cert_days,
+                              common_name=common_name)
+    return Generated(ca_pem, cert_pem, key_pem)
+
+
+def dns_names_of(cert_pem: bytes) -> list[str]:
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [str(n) for n in san.get_values_for_type(x509.DNSName)]
 
 
 def write_secret_file(path: Path, data: bytes) -> None:

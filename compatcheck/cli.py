@@ -79,8 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     wh = sub.add_parser("webhook", help="the admission webhook")
     wsub = wh.add_subparsers(dest="webhook_command", required=True)
     serve = wsub.add_parser("serve", help="serve /validate and /mutate over HTTPS")
-    serve.add_argument("--cert-file", required=True)
-    serve.add_argument("--key-file", required=True)
+    serve.add_argument("--cert-file", help="serving certificate (PEM); reloaded when it changes")
+    serve.add_argument("--key-file", help="its private key (PEM)")
+    serve.add_argument("--tls-secret", metavar="NAME",
+                       help="self-managed TLS: keep CA and certificate in this Secret (created/renewed as needed)")
+    serve.add_argument("--tls-namespace", default=os.environ.get("POD_NAMESPACE"),
+                       help="namespace of --tls-secret (default: $POD_NAMESPACE)")
+    serve.add_argument("--tls-dns", action="append", default=[], help="DNS names for the self-managed certificate")
+    serve.add_argument("--tls-dir", default="/tmp/compatcheck-tls", help="where self-managed certificate files go")
+    serve.add_argument("--validating-config", help="ValidatingWebhookConfiguration whose caBundle to keep current")
+    serve.add_argument("--mutating-config", help="MutatingWebhookConfiguration whose caBundle to keep current")
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8443)
     serve.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics (0 disables)")
@@ -362,15 +370,8 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
     metrics = Metrics()
     view: Any
     if kubeconfig or in_cluster:
-        from kubernetes import client as kclient
-        from kubernetes import config as kconfig
-
         try:
-            if in_cluster:
-                kconfig.load_incluster_config()
-                api = kclient.ApiClient()
-            else:
-                api = kconfig.new_client_from_config(config_file=kubeconfig)
+            api = _kube_client(kubeconfig, in_cluster)
         except Exception as exc:
             _err(f"cannot set up the Kubernetes client: {exc}")
             return None
@@ -399,7 +400,18 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         _err(f"the webhook needs the extra: pip install 'compatcheck[webhook]' ({exc})")
         return EXIT_ERROR
+    import threading
+
     json_logging(getattr(logging, args.log_level.upper()))
+    stop_renewal = threading.Event()
+    if args.tls_secret:
+        tls_files = _self_managed_tls(args, stop_renewal)
+        if tls_files is None:
+            return EXIT_ERROR
+        args.cert_file, args.key_file = tls_files
+    if not args.cert_file or not args.key_file:
+        _err("give --cert-file and --key-file, or --tls-secret for self-managed TLS")
+        return EXIT_ERROR
     for path in (args.cert_file, args.key_file):
         if not os.path.isfile(path):
             _err(f"{path}: no such file")
@@ -415,7 +427,38 @@ def _serve(args: argparse.Namespace) -> int:
         _err(f"cannot serve: {exc}")
         return EXIT_ERROR
     finally:
+        stop_renewal.set()
         state.view.stop()
+
+
+def _kube_client(kubeconfig: str | None, in_cluster: bool) -> Any:
+    from kubernetes import client as kclient
+    from kubernetes import config as kconfig
+
+    if in_cluster or not kubeconfig:
+        kconfig.load_incluster_config()
+        return kclient.ApiClient()
+    return kconfig.new_client_from_config(config_file=kubeconfig)
+
+
+def _self_managed_tls(args: argparse.Namespace, stop: Any) -> tuple[str, str] | None:
+    import threading
+
+    from webhook.selftls import SelfManagedTLS
+
+    if not args.tls_namespace or not args.tls_dns:
+        _err("--tls-secret needs --tls-namespace (or $POD_NAMESPACE) and at least one --tls-dns")
+        return None
+    try:
+        api = _kube_client(args.kubeconfig, args.in_cluster)
+        tls = SelfManagedTLS(api, args.tls_namespace, args.tls_secret, args.tls_dns, args.validating_config,
+                             args.mutating_config, args.tls_dir)
+        files = tls.bootstrap()
+    except Exception as exc:
+        _err(f"self-managed TLS failed: {exc}")
+        return None
+    threading.Thread(target=tls.renew_forever, args=(stop,), name="tls-renewal", daemon=True).start()
+    return files
 
 
 def _review(args: argparse.Namespace) -> int:

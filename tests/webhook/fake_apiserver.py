@@ -43,6 +43,10 @@ class FakeAPIServer:
 
         app.router.add_get("/api/v1/nodes", nodes)
         app.router.add_get("/api/v1/namespaces/{ns}/configmaps", configmaps)
+        app.router.add_route("*", "/api/v1/namespaces/{ns}/secrets", self._secrets)
+        app.router.add_route("*", "/api/v1/namespaces/{ns}/secrets/{name}", self._secrets)
+        base = "/apis/admissionregistration.k8s.io/v1/{kind}/{name}"
+        app.router.add_route("*", base, self._webhook_configs)
         self.runner = web.AppRunner(app, shutdown_timeout=1)
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -60,6 +64,67 @@ class FakeAPIServer:
 
         asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+
+    # ------------------------------------------------------------------ secrets and webhook configurations
+    calls: list[tuple[str, str]]
+
+    def record(self, method: str, path: str) -> None:
+        if not hasattr(self, "calls"):
+            self.calls = []
+        self.calls.append((method, path))
+
+    async def _secrets(self, request: web.Request) -> web.Response:
+        self.record(request.method, request.path)
+        store = self.objects.setdefault("secrets", {})
+        name = request.match_info.get("name")
+        if request.method == "GET":
+            if name not in store:
+                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                          "reason": "NotFound", "code": 404}, status=404)
+            return web.json_response(store[name])
+        body = await request.json()
+        key = body["metadata"]["name"]
+        if request.method == "POST":
+            if key in store:
+                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                          "reason": "AlreadyExists", "code": 409}, status=409)
+        elif request.method == "PUT":
+            if store.get(key, {}).get("metadata", {}).get("resourceVersion") != body["metadata"].get(
+                    "resourceVersion"):
+                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                          "reason": "Conflict", "code": 409}, status=409)
+        body["metadata"]["resourceVersion"] = self._bump()
+        store[key] = body
+        return web.json_response(body, status=201 if request.method == "POST" else 200)
+
+    async def _webhook_configs(self, request: web.Request) -> web.Response:
+        self.record(request.method, request.path)
+        store = self.objects.setdefault(request.match_info["kind"], {})
+        name = request.match_info["name"]
+        if name not in store:
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                      "reason": "NotFound", "code": 404}, status=404)
+        if request.method == "GET":
+            return web.json_response(store[name])
+        if request.method == "PATCH":
+            assert request.content_type == "application/json-patch+json", request.content_type
+            import jsonpatch
+
+            try:
+                patched = jsonpatch.apply_patch(store[name], await request.json())
+            except (jsonpatch.JsonPatchTestFailed, jsonpatch.JsonPatchConflict):
+                return web.json_response({"kind": "Status", "code": 422, "status": "Failure"}, status=422)
+            patched["metadata"]["resourceVersion"] = self._bump()
+            store[name] = patched
+            return web.json_response(patched)
+        return web.json_response({"kind": "Status", "code": 405}, status=405)
+
+    def add_webhook_config(self, kind: str, name: str, webhooks: int = 2) -> None:
+        self.objects.setdefault(kind, {})[name] = {
+            "apiVersion": "admissionregistration.k8s.io/v1", "metadata": {"name": name, "resourceVersion": "1"},
+            "webhooks": [{"name": f"w{i}.compatcheck.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "clientConfig": {"service": {"name": "compatcheck", "namespace": "cc"}}}
+                         for i in range(webhooks)]}
 
     def kubeconfig(self, path: str) -> str:
         with open(path, "w") as fh:
