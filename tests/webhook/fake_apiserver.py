@@ -88,11 +88,10 @@ class FakeAPIServer:
             if key in store:
                 return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                           "reason": "AlreadyExists", "code": 409}, status=409)
-        elif request.method == "PUT":
-            if store.get(key, {}).get("metadata", {}).get("resourceVersion") != body["metadata"].get(
-                    "resourceVersion"):
-                return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                          "reason": "Conflict", "code": 409}, status=409)
+        elif request.method == "PUT" and store.get(key, {}).get("metadata", {}).get("resourceVersion") != body[
+                "metadata"].get("resourceVersion"):
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                      "reason": "Conflict", "code": 409}, status=409)
         body["metadata"]["resourceVersion"] = self._bump()
         store[key] = body
         return web.json_response(body, status=201 if request.method == "POST" else 200)
