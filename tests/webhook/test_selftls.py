@@ -101,3 +101,50 @@ def test_create_race_is_settled_by_reading_the_winner(api: FakeAPIServer, tmp_pa
     secret = loser.ensure_secret()
     assert secret["data"] == api.objects["secrets"]["compatcheck-tls"]["data"]
     assert sum(1 for c in api.calls if c[0] == "POST") == 2  # one created, one got 409 and read theirs
+
+
+def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Path) -> None:
+    """`compatcheck webhook serve --tls-secret ...` as the chart runs it: bootstraps the Secret, patches the
+    caBundles, and serves HTTPS with that certificate (and the live view from the same API server)."""
+    import json
+    import signal
+    import ssl
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.conftest import ROOT
+    from tests.webhook.fake_apiserver import node
+    from tests.webhook.test_server import free_port
+
+    api.put("nodes", node("t4-0", "Tesla-T4", "535.104.05"))
+    port = free_port()
+    log = tmp_path / "serve.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compatcheck", "webhook", "serve", "--kubeconfig", api.kubeconfig(str(tmp_path / "kc")),
+         "--tls-secret", "compatcheck-tls", "--tls-namespace", "cc", "--tls-dns", "localhost",
+         "--tls-dir", str(tmp_path / "tls"), "--validating-config", "compatcheck-validate",
+         "--mutating-config", "compatcheck-mutate", "--host", "127.0.0.1", "--port", str(port),
+         "--metrics-port", "0"], cwd=ROOT, stderr=log.open("w"), stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        body = None
+        while time.time() < deadline and body is None:
+            secret = api.objects.get("secrets", {}).get("compatcheck-tls")
+            if secret:
+                ctx = ssl.create_default_context(cadata=base64.b64decode(secret["data"]["ca.crt"]).decode())
+                try:
+                    body = urllib.request.urlopen(f"https://localhost:{port}/readyz", context=ctx, timeout=2).read()
+                except OSError:
+                    time.sleep(0.2)
+            else:
+                time.sleep(0.2)
+        assert body is not None and body.startswith(b"ok: 1 nodes"), log.read_text()
+        ca_b64 = api.objects["secrets"]["compatcheck-tls"]["data"]["ca.crt"]
+        assert bundles(api) == {ca_b64}
+        logs = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        assert any(e.get("msg") == "created TLS secret" for e in logs)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0

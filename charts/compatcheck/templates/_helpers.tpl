@@ -1,0 +1,97 @@
+{{/* Names and labels */}}
+{{- define "compatcheck.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "compatcheck.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "compatcheck.labels" -}}
+{{ include "compatcheck.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "compatcheck.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "compatcheck.fullname" .)) .Values.tls.secretName -}}
+{{- end -}}
+
+{{- define "compatcheck.needsApi" -}}
+{{- if or (eq .Values.clusterView.mode "live") (eq .Values.tls.mode "self-managed") -}}true{{- end -}}
+{{- end -}}
+
+{{/* CEL: does the pod spec at path . request any extended (domain-qualified) resource? */}}
+{{- define "compatcheck.celContainers" -}}
+{{ .p }}.{{ .f }}.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))
+{{- end -}}
+{{- define "compatcheck.celPodSpec" -}}
+(has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }})
+{{- end -}}
+
+{{/* The groups of objects the webhooks see: rules plus the CEL that narrows them to GPU objects. */}}
+{{- define "compatcheck.groups" -}}
+- name: pods
+  rules:
+    - {apiGroups: [""], apiVersions: ["v1"], resources: [pods]}
+  cel: {{ include "compatcheck.celPodSpec" "object.spec" | quote }}
+- name: workloads
+  rules:
+    - {apiGroups: [apps], apiVersions: ["v1"], resources: [deployments, statefulsets, daemonsets, replicasets]}
+    - {apiGroups: [batch], apiVersions: ["v1"], resources: [jobs]}
+    - {apiGroups: [""], apiVersions: ["v1"], resources: [replicationcontrollers]}
+  cel: {{ printf "has(object.spec.template) && has(object.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.template.spec") | quote }}
+- name: cronjobs
+  rules:
+    - {apiGroups: [batch], apiVersions: ["v1"], resources: [cronjobs]}
+  cel: {{ printf "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) && has(object.spec.jobTemplate.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.jobTemplate.spec.template.spec") | quote }}
+{{- if .Values.webhook.customResources }}
+- name: custom-resources
+  rules:
+{{- range .Values.webhook.customResources }}
+    - {apiGroups: {{ toJson .apiGroups }}, apiVersions: ["*"], resources: {{ toJson .resources }}}
+{{- end }}
+  cel: ""
+{{- end }}
+{{- end -}}
+
+{{- define "compatcheck.namespaceSelector" -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson (concat (list "kube-system" "kube-node-lease" .Release.Namespace) .Values.webhook.excludeNamespaces) }}
+  - key: compatcheck.io/ignore
+    operator: NotIn
+    values: ["true"]
+{{- end -}}
+
+{{- define "compatcheck.objectSelector" -}}
+matchExpressions:
+  - key: compatcheck.io/ignore
+    operator: NotIn
+    values: ["true"]
+{{- end -}}
+
+{{- define "compatcheck.clientConfig" -}}
+service:
+  name: {{ include "compatcheck.fullname" .root }}
+  namespace: {{ .root.Release.Namespace }}
+  path: {{ .path }}
+  port: {{ .root.Values.service.port }}
+{{- if eq .root.Values.tls.mode "secret" }}
+caBundle: {{ required "tls.caBundle is required when tls.mode is secret" .root.Values.tls.caBundle }}
+{{- end }}
+{{- end -}}
+
+{{- define "compatcheck.injectAnnotation" -}}
+{{- if eq .Values.tls.mode "cert-manager" }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "compatcheck.fullname" .) }}
+{{- end }}
+{{- end -}}

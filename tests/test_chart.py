@@ -1,0 +1,244 @@
+"""The Helm chart with a real helm: lint and template in every TLS mode, Kubernetes schema validation of
+what it renders, dogfooding (compatcheck finds nothing in its own chart), the webhook wiring against the
+server's real routes and CLI, RBAC scope, values.schema.json, the generated README and the Dockerfile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import ROOT, SHARED
+
+CHART = ROOT / "charts" / "compatcheck"
+MODES = {
+    "self-managed": [],
+    "cert-manager": ["--set", "tls.mode=cert-manager"],
+    "cert-manager-issuer": ["--set", "tls.mode=cert-manager", "--set", "tls.certManager.issuerRef.name=corp-ca",
+                            "--set", "tls.certManager.issuerRef.kind=ClusterIssuer"],
+    "secret": ["--set", "tls.mode=secret", "--set", "tls.secretName=my-tls", "--set", "tls.caBundle=Q0FCVU5ETEU="],
+    "no-live-view": ["--set", "clusterView.mode=none", "--set", "tls.mode=secret", "--set", "tls.caBundle=QUJD"],
+}
+CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    tool = SHARED / "tools" / "get-helm"
+    if not tool.exists():
+        pytest.skip("../shared/tools/get-helm is not beside the checkout")
+    dest = ROOT / ".tools"
+    out = subprocess.run(["bash", str(tool), str(dest)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return str(dest / "helm")
+
+
+def template(helm: str, *args: str) -> list[dict[str, Any]]:
+    proc = subprocess.run([helm, "template", "cc", str(CHART), "--namespace", "compatcheck", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in YAML(typ="safe").load_all(proc.stdout) if d]
+
+
+def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_helm_lint(helm: str, mode: str) -> None:
+    proc = subprocess.run([helm, "lint", str(CHART), "--strict", *MODES[mode]], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rendered_objects_are_valid_kubernetes(helm: str, mode: str) -> None:
+    import kubernetes_validate
+
+    objs = template(helm, *MODES[mode])
+    for obj in objs:
+        if obj["kind"] in CRD_KINDS:
+            continue
+        kubernetes_validate.validate(obj, "1.30", strict=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chart_is_clean_under_its_own_linter(helm: str, mode: str, tmp_path: Path) -> None:
+    proc = subprocess.run([helm, "template", "cc", str(CHART), "-n", "compatcheck", *MODES[mode]],
+                          capture_output=True, text=True)
+    lint = subprocess.run([sys.executable, "-m", "compatcheck", "lint", "-", "--format", "json", "--fail-on", "info"],
+                          input=proc.stdout, capture_output=True, text=True, cwd=ROOT)
+    assert lint.returncode == 0, lint.stdout
+
+
+def test_webhooks_point_at_routes_and_ports_the_server_serves(helm: str) -> None:
+    from compatcheck.admission import AdmissionSettings
+    from compatcheck.loader import load_rules
+    from webhook.app import State, make_app
+    from webhook.clusterview import Snapshot
+    from webhook.metrics import Metrics
+
+    objs = template(helm)
+    served = {(r.method, r.resource.canonical) for r in make_app(State(
+        load_rules().ruleset, AdmissionSettings(), type("V", (), {"snapshot": Snapshot(None, True)})(),  # type: ignore[arg-type]
+        Metrics())).router.routes() if r.resource is not None}
+    (svc,) = by_kind(objs, "Service")
+    (deploy,) = by_kind(objs, "Deployment")
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    svc_ports = {p["port"]: p["targetPort"] for p in svc["spec"]["ports"]}
+    assert f"--port={ports['https']}" in container["args"]
+    for kind, path in (("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")):
+        (cfg,) = by_kind(objs, kind)
+        for wh in cfg["webhooks"]:
+            cc = wh["clientConfig"]["service"]
+            assert cc["name"] == svc["metadata"]["name"] and cc["namespace"] == "compatcheck"
+            assert cc["path"] == path and ("POST", path) in served
+            assert svc_ports[cc["port"]] == "https"
+            assert wh["sideEffects"] == "None" and wh["admissionReviewVersions"] == ["v1"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = container[probe]["httpGet"]
+        assert ("GET", get["path"]) in served and get["port"] == "https" and get["scheme"] == "HTTPS"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_deployment_args_are_valid_cli_flags(helm: str, mode: str) -> None:
+    from compatcheck.cli import _parser
+
+    (deploy,) = by_kind(template(helm, *MODES[mode]), "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    ns = _parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
+    assert ns.port == 8443 and ns.config == "/etc/compatcheck/config/config.yaml"
+    if mode == "self-managed":
+        assert ns.tls_secret == "cc-compatcheck-tls" and ns.validating_config == "cc-compatcheck"
+        assert "cc-compatcheck.compatcheck.svc" in ns.tls_dns
+    else:
+        assert ns.cert_file == "/etc/compatcheck/tls/tls.crt"
+
+
+def test_hardened_pod(helm: str) -> None:
+    (deploy,) = by_kind(template(helm), "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert deploy["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    assert c["resources"]["limits"] and c["resources"]["requests"]
+    assert spec["affinity"]["podAntiAffinity"]
+    assert "checksum/config" in deploy["spec"]["template"]["metadata"]["annotations"]
+    (pdb,) = by_kind(template(helm), "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    (sa,) = by_kind(template(helm), "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
+    assert spec["automountServiceAccountToken"] is True  # live view: only the pod that needs the API gets a token
+    (dep_none,) = by_kind(template(helm, *MODES["no-live-view"]), "Deployment")
+    assert dep_none["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_config_change_rolls_the_pods(helm: str) -> None:
+    def checksum(*args: str) -> str:
+        (deploy,) = by_kind(template(helm, *args), "Deployment")
+        return str(deploy["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum() != checksum("--set", "config.webhook.mode=warn")
+    assert checksum() != checksum("--set-string", "ruleData.images\\.yaml=rows: []")
+
+
+def test_rbac_is_least_privilege(helm: str) -> None:
+    objs = template(helm)
+    cluster_rules = [r for o in by_kind(objs, "ClusterRole") for r in o["rules"]]
+    assert not any("configmaps" in r["resources"] or "secrets" in r["resources"] for r in cluster_rules)
+    assert all(set(r["verbs"]) <= {"get", "list", "watch", "patch"} for r in cluster_rules)
+    webhook_rules = [r for r in cluster_rules if "validatingwebhookconfigurations" in r["resources"]]
+    assert webhook_rules and all(r["resourceNames"] == ["cc-compatcheck"] for r in webhook_rules)
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in by_kind(objs, "Role")}
+    crl = roles[("kube-public", "cc-compatcheck-crl")]
+    assert crl["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    tls = roles[("compatcheck", "cc-compatcheck-tls")]
+    assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cc-compatcheck-tls"],
+            "verbs": ["get", "update"]} in tls["rules"]
+    assert not any(o["kind"] in ("ClusterRole", "Role") for o in template(helm, *MODES["no-live-view"]))
+
+
+def test_webhook_scope(helm: str) -> None:
+    objs = template(helm, "--set", "webhook.excludeNamespaces={batch}")
+    (val,) = by_kind(objs, "ValidatingWebhookConfiguration")
+    (mut,) = by_kind(objs, "MutatingWebhookConfiguration")
+    names = [w["name"] for w in val["webhooks"]]
+    assert names == ["pods.validate.compatcheck.io", "workloads.validate.compatcheck.io",
+                     "cronjobs.validate.compatcheck.io", "custom-resources.validate.compatcheck.io",
+                     "crl-configmaps.validate.compatcheck.io"]
+    pods = val["webhooks"][0]
+    excluded = pods["namespaceSelector"]["matchExpressions"][0]
+    assert excluded["operator"] == "NotIn" and excluded["values"] == ["kube-system", "kube-node-lease",
+                                                                      "compatcheck", "batch"]
+    assert pods["objectSelector"]["matchExpressions"][0]["key"] == "compatcheck.io/ignore"
+    assert "object.spec.containers.exists" in pods["matchConditions"][0]["expression"]
+    assert pods["failurePolicy"] == "Fail" and pods["timeoutSeconds"] == 5
+    assert all(w["reinvocationPolicy"] == "IfNeeded" and w["failurePolicy"] == "Ignore" for w in mut["webhooks"])
+    assert not any("configmaps" in r["resources"] for w in mut["webhooks"] for r in w["rules"])
+    crl = val["webhooks"][-1]
+    assert crl["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "kube-public"}}
+    no_cel = template(helm, "--set", "webhook.matchConditions=false")
+    assert not any("matchConditions" in w for o in by_kind(no_cel, "ValidatingWebhookConfiguration")
+                   for w in o["webhooks"])
+
+
+def test_tls_modes(helm: str) -> None:
+    cm = template(helm, *MODES["cert-manager"])
+    (val,) = by_kind(cm, "ValidatingWebhookConfiguration")
+    assert val["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "compatcheck/cc-compatcheck"
+    certs = {o["metadata"]["name"]: o for o in by_kind(cm, "Certificate")}
+    assert certs["cc-compatcheck"]["spec"]["dnsNames"] == ["cc-compatcheck.compatcheck.svc",
+                                                           "cc-compatcheck.compatcheck.svc.cluster.local"]
+    assert certs["cc-compatcheck-ca"]["spec"]["isCA"] is True
+    own = template(helm, *MODES["cert-manager-issuer"])
+    assert [o["spec"]["issuerRef"] for o in by_kind(own, "Certificate")] == [{"name": "corp-ca",
+                                                                            "kind": "ClusterIssuer"}]
+    assert by_kind(own, "Issuer") == []
+    sec = template(helm, *MODES["secret"])
+    (val,) = by_kind(sec, "ValidatingWebhookConfiguration")
+    assert {w["clientConfig"]["caBundle"] for w in val["webhooks"]} == {"Q0FCVU5ETEU="}
+    (deploy,) = by_kind(sec, "Deployment")
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "my-tls"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--set", "replicaCount=0"], "minimum"),
+    (["--set", "tls.mode=vault"], "/tls/mode"),
+    (["--set", "tls.mode=secret"], "caBundle"),
+    (["--set", "webhook.validate.timeoutSeconds=60"], "maximum"),
+    (["--set", "webhook.validate.failurePolicy=Sometimes"], "/webhook/validate/failurePolicy"),
+    (["--set", "colour=red"], "colour"),
+    (["--set", "config.webhook.mode=loud"], "/config/webhook/mode"),
+    (["--set", "metrics.port=8443"], "/metrics/port"),
+])
+def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
+    proc = subprocess.run([helm, "template", "cc", str(CHART), *args], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+def test_generated_chart_readme_is_current() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "chart_readme.py"), "--check"], cwd=ROOT)
+    assert proc.returncode == 0, "charts/compatcheck/README.md is stale: python scripts/chart_readme.py"
+
+
+def test_dockerfile_installs_the_webhook_wheel_and_runs_serve() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "python -m build --wheel" in text and "[webhook]" in text
+    assert "USER 65532:65532" in text
+    assert 'ENTRYPOINT ["compatcheck", "webhook", "serve"]' in text
+    from_lines = [ln for ln in text.splitlines() if ln.startswith("FROM ")]
+    assert len(from_lines) == 2 and all("slim" in ln for ln in from_lines)
+    for src in ("compatcheck", "webhook", "rules", "pyproject.toml", "README.md"):
+        assert (ROOT / src).exists(), f"the Dockerfile copies {src}"
+    serve = subprocess.run([sys.executable, "-m", "compatcheck", "webhook", "serve", "--help"], capture_output=True,
+                           text=True, cwd=ROOT)
+    assert serve.returncode == 0 and "--tls-secret" in serve.stdout
