@@ -10,6 +10,7 @@ failure mode, never with a bare 500.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -177,18 +178,20 @@ class EvaluationCache:
     gives exactly what a fresh evaluation would (findings are re-bound to the object at hand).
     """
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._ctx: EvalContext | None = None
-        self._data: OrderedDict[tuple[tuple[str, ...], str], EvalResult] = OrderedDict()
+        self._data: OrderedDict[tuple[tuple[str, ...], bytes], EvalResult] = OrderedDict()
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(obj: dict[str, Any]) -> str:
+    def key(obj: dict[str, Any]) -> bytes:
+        """A 128-bit digest of the object without its identity metadata (memory: 16 bytes, not the JSON)."""
         meta = mapping(obj.get("metadata"))
         reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
         reduced["metadata"] = {"annotations": meta.get("annotations"), "labels": meta.get("labels")}
-        return json.dumps(reduced, sort_keys=True, separators=(",", ":"), default=str)
+        text = json.dumps(reduced, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
     def evaluate(self, obj: dict[str, Any], rules: list[Rule], ctx: EvalContext,
                  severities: dict[str, Severity]) -> EvalResult:
