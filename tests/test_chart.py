@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT
 
 CHART = ROOT / "charts" / "compatcheck"
 MODES = {
@@ -27,14 +27,8 @@ CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
 
 
 @pytest.fixture(scope="module")
-def helm() -> str:
-    tool = SHARED / "tools" / "get-helm"
-    if not tool.exists():
-        pytest.skip("../shared/tools/get-helm is not beside the checkout")
-    dest = ROOT / ".tools"
-    out = subprocess.run(["bash", str(tool), str(dest)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr
-    return str(dest / "helm")
+def helm(helm_dir: str) -> str:
+    return str(Path(helm_dir) / "helm")
 
 
 def template(helm: str, *args: str) -> list[dict[str, Any]]:
