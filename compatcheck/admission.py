@@ -204,10 +204,11 @@ class EvaluationCache:
         if cached is not None:
             self.hits += 1
             self._data.move_to_end(k)
-            return EvalResult([replace(f, obj=ref) for f in cached.findings], list(cached.problems))
+            return EvalResult([replace(f, obj=ref) for f in cached.findings], list(cached.problems))  # pods: None
         self.misses += 1
         result = evaluate(obj, rules, ctx, severities=severities)
-        self._data[k] = result
+        # The pod targets point into this object: never hand them out with another object's findings.
+        self._data[k] = EvalResult(result.findings, result.problems)
         if len(self._data) > self.size:
             self._data.popitem(last=False)
         return result
@@ -221,7 +222,7 @@ def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings
         result = evaluate(obj, rules, ctx, severities=settings.config.severities)
     findings = [f for f in result.findings if not settings.config.exempt(f, None)]
     if settings.annotation_exemptions:
-        findings, _silenced = split_suppressed(findings, obj)
+        findings, _silenced = split_suppressed(findings, obj, result.pods)
     return findings, result
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from compatcheck.checks.base import EvalContext, PodAnalysis, Violation
 from compatcheck.model import Finding, ObjectRef, Severity
 from compatcheck.rules import Rule, RuleSet
-from compatcheck.workloads import object_ref, pod_targets
+from compatcheck.workloads import PodTarget, object_ref, pod_targets
 
 
 @dataclass(frozen=True)
@@ -30,23 +30,35 @@ class Problem:
 class EvalResult:
     findings: list[Finding] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # The object's pod targets, for callers that need them next (suppressions); None when not computed.
+    pods: list[PodTarget] | None = None
+
+
+@dataclass(frozen=True)
+class ObjectTarget:
+    """What object-level checks receive: the object and the pod targets the engine found in it."""
+
+    obj: dict[str, Any]
+    pods: list[PodTarget]
 
 
 def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
              severities: dict[str, Severity] | None = None) -> EvalResult:
     """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared."""
-    result = EvalResult()
     rules = list(ruleset)
+    pods = pod_targets(obj)
+    result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}
     seen_problems: set[tuple[str, str]] = set()
+    target = ObjectTarget(obj, pods)
     for rule in rules:
         if rule.check.target == "object":
-            _collect(rule, result, ref, sev, seen_problems, obj, ctx)
+            _collect(rule, result, ref, sev, seen_problems, target, ctx)
     pod_rules = [r for r in rules if r.check.target == "pod" and (ctx.cluster is not None or not r.needs_nodes)]
     if not pod_rules:
         return result
-    for pod in pod_targets(obj):
+    for pod in pods:
         analysis = PodAnalysis(pod, ctx)
         gpu = analysis.is_gpu_pod
         for rule in pod_rules:

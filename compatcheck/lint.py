@@ -109,7 +109,7 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for problem in result.problems:
                     path, line, _col = _where(doc, prefix + problem.pointer, options)
                     report.errors.append(InputError(path, problem.message, line))
-                kept = _filter(located, obj, config, remaining, report)
+                kept = _filter(located, obj, config, remaining, report, result.pods)
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
@@ -125,7 +125,8 @@ def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int,
 
 
 def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
-            remaining: Counter[baseline_mod.Key] | None, report: LintReport) -> list[Finding]:
+            remaining: Counter[baseline_mod.Key] | None, report: LintReport,
+            pods: list[Any] | None = None) -> list[Finding]:
     kept = []
     for f in findings:
         if config.exempt(f, f.source.path if f.source else None):
@@ -133,7 +134,7 @@ def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
         else:
             kept.append(f)
     if config.annotation_exemptions:
-        kept, silenced = split_suppressed(kept, obj)
+        kept, silenced = split_suppressed(kept, obj, pods)
         report.suppressed.extend(Silenced(f, "annotation", s.reason) for f, s in silenced)
     if remaining is not None:
         fresh = []

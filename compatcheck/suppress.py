@@ -13,7 +13,7 @@ from typing import Any
 from compatcheck.jsonutil import mapping
 from compatcheck.manifests import escape_token
 from compatcheck.model import Finding
-from compatcheck.workloads import pod_targets
+from compatcheck.workloads import PodTarget, pod_targets
 
 IGNORE_ANNOTATION = "compatcheck.io/ignore"
 # A comma starts a new entry only before "id=" or a hyphenated bare id, so reasons may contain commas.
@@ -57,9 +57,21 @@ def _from_annotations(annotations: Any, meta_pointer: str, scope: str) -> list[S
     return out
 
 
-def suppressions(obj: dict[str, Any]) -> list[Suppression]:
-    found = _from_annotations(mapping(obj.get("metadata")).get("annotations"), "/metadata", "")
-    for pod in pod_targets(obj):
+def _mentions_ignore(annotations: Any) -> bool:
+    return any(isinstance(k, str) and k.startswith(IGNORE_ANNOTATION) for k in mapping(annotations))
+
+
+def suppressions(obj: dict[str, Any], pods: list[PodTarget] | None = None) -> list[Suppression]:
+    """Every suppression on the object and its pod templates. ``pods``: the object's pod targets, when the
+    caller has them already (the engine does)."""
+    if pods is None:
+        pods = pod_targets(obj)
+    own = mapping(obj.get("metadata")).get("annotations")
+    # Pod targets carry their template's annotations merged in: a quick way to see there is nothing to do.
+    if not _mentions_ignore(own) and not any(_mentions_ignore(p.annotations) for p in pods):
+        return []
+    found = _from_annotations(own, "/metadata", "")
+    for pod in pods:
         if pod.pointer.endswith("/spec") and pod.pointer != "/spec":
             template = pod.pointer[: -len("/spec")]
             node: Any = obj
@@ -70,10 +82,10 @@ def suppressions(obj: dict[str, Any]) -> list[Suppression]:
     return found
 
 
-def split_suppressed(findings: list[Finding], obj: dict[str, Any]) -> tuple[list[Finding],
-                                                                             list[tuple[Finding, Suppression]]]:
+def split_suppressed(findings: list[Finding], obj: dict[str, Any], pods: list[PodTarget] | None = None) -> tuple[
+        list[Finding], list[tuple[Finding, Suppression]]]:
     rules = {f.rule_id for f in findings}
-    sups = [s for s in suppressions(obj) if s.rule_id in rules] if findings else []
+    sups = [s for s in suppressions(obj, pods) if s.rule_id in rules] if findings else []
     if not sups:
         return findings, []
     kept: list[Finding] = []

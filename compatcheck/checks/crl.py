@@ -15,7 +15,8 @@ from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
 
 
-def _configmap(obj: dict[str, Any], ctx: EvalContext, params: Params) -> Iterator[Violation]:
+def _configmap(target: Any, ctx: EvalContext, params: Params) -> Iterator[Violation]:
+    obj = target.obj
     if not claims_crl(obj):
         return
     for pointer, message in validate_crl(obj):

@@ -10,8 +10,8 @@ from compatcheck.checks.base import CheckType, EvalContext, Params, Violation
 from compatcheck.suppress import IGNORE_ANNOTATION, suppressions
 
 
-def _suppression_reasons(obj: dict[str, Any], ctx: EvalContext, params: Params) -> Iterator[Violation]:
-    for s in suppressions(obj):
+def _suppression_reasons(target: Any, ctx: EvalContext, params: Params) -> Iterator[Violation]:
+    for s in suppressions(target.obj, target.pods):
         if not s.reason:
             where = f" for container {s.container!r}" if s.container else ""
             yield Violation(f"suppression of {s.rule_id}{where} has no reason: write {IGNORE_ANNOTATION}"
