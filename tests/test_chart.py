@@ -236,3 +236,38 @@ def test_dockerfile_installs_the_webhook_wheel_and_runs_serve() -> None:
     serve = subprocess.run([sys.executable, "-m", "compatcheck", "webhook", "serve", "--help"], capture_output=True,
                            text=True, cwd=ROOT)
     assert serve.returncode == 0 and "--tls-secret" in serve.stdout
+
+
+def _gpu(resources: dict[str, Any]) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "image": "x", "resources": resources}]}
+
+
+@pytest.mark.parametrize(("webhook", "obj", "sent"), [
+    ("pods", {"spec": _gpu({"limits": {"nvidia.com/gpu": "1"}})}, True),
+    ("pods", {"spec": _gpu({"requests": {"tencent.com/vcuda-core": "50"}})}, True),
+    ("pods", {"spec": {"initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                       "containers": [{"name": "c"}]}}, True),
+    ("pods", {"spec": _gpu({"limits": {"cpu": "1", "memory": "1Gi"}})}, False),
+    ("pods", {"spec": {"containers": [{"name": "c"}]}}, False),
+    ("workloads", {"spec": {"template": {"spec": _gpu({"limits": {"nvidia.com/mig-1g.10gb": "1"}})}}}, True),
+    ("workloads", {"spec": {"template": {"spec": _gpu({})}}}, False),
+    ("workloads", {"spec": {"replicas": 1}}, False),
+    ("cronjobs", {"spec": {"jobTemplate": {"spec": {"template": {"spec": _gpu({"limits": {"nvidia.com/gpu": 1}})}}}}},
+     True),
+    ("cronjobs", {"spec": {"jobTemplate": {"spec": {}}}}, False),
+    ("crl-configmaps", {"metadata": {"name": "cf-crl-g-k"}}, True),
+    ("crl-configmaps", {"metadata": {"name": "x", "labels": {"features.alauda.io/type": "CustomResourceLimitation"}}},
+     True),
+    ("crl-configmaps", {"metadata": {"name": "settings", "labels": {"app": "x"}}}, False),
+    ("crl-configmaps", {"metadata": {"name": "settings"}}, False),
+])
+def test_match_conditions_select_gpu_objects_and_crls(helm: str, webhook: str, obj: dict[str, Any],
+                                                      sent: bool) -> None:
+    """The CEL the API server runs, evaluated with a CEL implementation on real object shapes."""
+    celpy = pytest.importorskip("celpy")
+    (val,) = by_kind(template(helm), "ValidatingWebhookConfiguration")
+    (wh,) = [w for w in val["webhooks"] if w["name"].startswith(webhook + ".")]
+    env = celpy.Environment()
+    (cond,) = wh["matchConditions"]
+    program = env.program(env.compile(cond["expression"]))
+    assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is sent

@@ -308,3 +308,22 @@ def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
     assert good.returncode == 0, good.stdout + good.stderr
     assert "Passed" in good.stdout
     print(f"pre-commit hook on 1 file (environment cached): {elapsed:.2f} s")
+
+
+def test_kustomize_renders_with_kubectl(tmp_path: Path) -> None:
+    """--kustomize runs `kubectl kustomize DIR` and lints what it prints. kubectl is not installed here, so a
+    stand-in on PATH checks the arguments and prints a rendered manifest, as kubectl would."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f"#!/bin/sh\n[ \"$1\" = kustomize ] && [ \"$2\" = \"{overlay}\" ] || exit 3\n"
+                       f"cat {VLLM}\n")
+    kubectl.chmod(0o755)
+    proc = cc("lint", "--kustomize", str(overlay), "--format", "json", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = json.loads(proc.stdout)["findings"]
+    assert finding["rule"] == "dtype-unsupported-by-gpu" and finding["file"] == f"{overlay} (kustomize)"
+    broken = cc("lint", "--kustomize", str(tmp_path / "other"), env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert broken.returncode == 2 and "kubectl kustomize failed (exit 3)" in broken.stderr
