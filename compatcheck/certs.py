@@ -115,25 +115,30 @@ def dns_names_of(cert_pem: bytes) -> list[str]:
     return [str(n) for n in san.get_values_for_type(x509.DNSName)]
 
 
-def write_secret_file(path: Path, data: bytes) -> None:
-    """Write a private key readable by its owner only (0600 from creation, no window with looser modes)."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write via a temporary file and rename: readers (the server's reloader, clients) never see a
+    half-written file. Private keys use mode 0600 from creation, with no window of looser modes."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
-    os.chmod(tmp, 0o600)
+    os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def write_secret_file(path: Path, data: bytes) -> None:
+    write_atomic(path, data, 0o600)
 
 
 def write(out_dir: str, generated: Generated) -> list[Path]:
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    (d / "ca.crt").write_bytes(generated.ca_pem)
+    write_atomic(d / "ca.crt", generated.ca_pem)
     # The key goes in before the certificate: a reloader that sees the new certificate finds its key.
     write_secret_file(d / "tls.key", generated.key_pem)
-    (d / "tls.crt").write_bytes(generated.cert_pem)
+    write_atomic(d / "tls.crt", generated.cert_pem)
     return [d / "ca.crt", d / "tls.crt", d / "tls.key"]
 
 

@@ -119,8 +119,8 @@ class SelfManagedTLS:
         d = Path(self.out_dir)
         d.mkdir(parents=True, exist_ok=True)
         certs.write_secret_file(d / "tls.key", self._decode(secret, "tls.key"))
-        (d / "tls.crt").write_bytes(self._decode(secret, "tls.crt"))
-        (d / "ca.crt").write_bytes(self._decode(secret, "ca.crt"))
+        certs.write_atomic(d / "tls.crt", self._decode(secret, "tls.crt"))
+        certs.write_atomic(d / "ca.crt", self._decode(secret, "ca.crt"))
         return str(d / "tls.crt"), str(d / "tls.key")
 
     def patch_ca_bundles(self, ca_pem: bytes) -> int:
