@@ -56,8 +56,11 @@ def bodies(n: int = 200, distinct: bool = False) -> list[bytes]:
                      "env": [{"name": "RUN_ID", "value": str(i if distinct else i % 7)}]}
         spec = {"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}, "containers": [container]}
         if rng.random() < 0.5:
-            obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "d"},
-                                   "spec": spec}
+            meta: dict[str, Any] = {"name": f"p{i}", "namespace": "d"}
+            if not distinct:  # Pods of a ReplicaSet: same spec, a controller owner
+                meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"rs{i % 7}",
+                                            "uid": f"uid-{i % 7}", "controller": True}]
+            obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         else:
             obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"d{i}", "namespace": "d"},
                    "spec": {"selector": {"matchLabels": {"a": "b"}},

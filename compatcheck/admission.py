@@ -216,7 +216,9 @@ class EvaluationCache:
 
 def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings: AdmissionSettings,
               cache: EvaluationCache | None = None) -> tuple[list[Finding], EvalResult]:
-    if cache is not None:
+    # Only controller-created Pods come in families of identical siblings; for anything else the key's
+    # hashing would be pure cost.
+    if cache is not None and _is_owned_pod(obj):
         result = cache.evaluate(obj, rules, ctx, settings.config.severities)
     else:
         result = evaluate(obj, rules, ctx, severities=settings.config.severities)

@@ -270,11 +270,12 @@ def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None
     from compatcheck.admission import EvaluationCache
 
     cache = EvaluationCache()
-    first = pod(args=["--dtype=bfloat16"], uid="a")
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}]
+    first = pod(args=["--dtype=bfloat16"], uid="a", ownerReferences=owner)
     twin = copy.deepcopy(first)
     twin["metadata"].update(name="p-2", uid="b")  # a ReplicaSet sibling: identity differs, nothing else
     body_a, body_b = request(first), request(twin, uid="u-2")
-    s = AdmissionSettings()
+    s = AdmissionSettings(owned_pods="enforce")
     plain_b, _ = review(body_b, "validate", loaded.ruleset, ctx, s)
     review(body_a, "validate", loaded.ruleset, ctx, s, cache)
     cached_b, decision = review(body_b, "validate", loaded.ruleset, ctx, s, cache)
@@ -288,3 +289,6 @@ def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None
     other_ctx = EvalContext(ctx.kb, None, ctx.crl)  # a new snapshot drops the cache
     review(body_b, "validate", loaded.ruleset, other_ctx, s, cache)
     assert cache.misses == 3
+    bare = pod(args=["--dtype=bfloat16"])  # not controller-owned: never cached, never hashed
+    review(request(bare), "validate", loaded.ruleset, ctx, s, cache)
+    assert (cache.hits, cache.misses) == (1, 3)
