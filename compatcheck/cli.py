@@ -17,6 +17,7 @@ from compatcheck import __version__
 from compatcheck.model import Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
 
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
@@ -166,6 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except ImportError as exc:
+        # The webhook, cert and review commands need the extra; a core install must say so, not crash.
+        missing = getattr(exc, "name", None) or str(exc)
+        if str(missing).split(".")[0] in WEBHOOK_EXTRA_MODULES:
+            _err(f"`compatcheck {args.command}` needs the webhook extra (missing module {missing!r}): "
+                 "pip install 'compatcheck[webhook]'")
+            return EXIT_ERROR
+        raise
 
 
 def _setup(args: argparse.Namespace) -> Any:

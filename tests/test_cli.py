@@ -251,3 +251,19 @@ def test_admin_image_pattern_without_python(tmp_path: Path) -> None:
 def test_rules_validate() -> None:
     proc = run("rules", "validate")
     assert proc.returncode == 0 and "28 rules" in proc.stdout
+
+
+@pytest.mark.parametrize(("module", "args"), [
+    ("cryptography", ["cert", "generate", "--out-dir", "OUT", "--dns", "x"]),
+    ("prometheus_client", ["review", "../shared/fixtures/admission/0002-Pod-CREATE.json"]),
+    ("aiohttp", ["webhook", "serve", "--cert-file", "x", "--key-file", "y"]),
+])
+def test_core_install_without_webhook_extra_says_what_to_install(tmp_path: Path, module: str,
+                                                                 args: list[str]) -> None:
+    args = [a.replace("OUT", str(tmp_path / "c")) for a in args]
+    code = (f"import sys; sys.modules[{module!r}] = None\n"
+            "from compatcheck.cli import main\nsys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2
+    assert "pip install 'compatcheck[webhook]'" in proc.stderr
