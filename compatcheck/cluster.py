@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compatcheck.jsonutil import mapping
+from compatcheck.jsonutil import mapping, sequence
 from compatcheck.knowledge import KnowledgeBase, normalise_product
 from compatcheck.quantities import QuantityError, parse_quantity
 from compatcheck.versions import (
@@ -202,7 +202,7 @@ def build_cluster(nodes: Iterable[dict[str, Any]], kb: KnowledgeBase) -> Cluster
         alloc = alloc if isinstance(alloc, dict) else {}
         taints = tuple(
             Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-            for t in (spec.get("taints") or []) if isinstance(t, dict)
+            for t in sequence(spec.get("taints")) if isinstance(t, dict)
         )
         shared = {k: v for k, v in labels.items() if k not in PER_NODE_LABELS}
         gpu_alloc = tuple(sorted((str(k), str(v)) for k, v in alloc.items() if is_gpu_resource(str(k))))
@@ -222,7 +222,7 @@ def build_cluster(nodes: Iterable[dict[str, Any]], kb: KnowledgeBase) -> Cluster
 def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
     key = expr.get("key")
     op = expr.get("operator")
-    values = [str(v) for v in (expr.get("values") or [])]
+    values = [str(v) for v in sequence(expr.get("values"))]
     present = key in labels
     value = labels.get(str(key))
     if op == "In":
@@ -245,8 +245,8 @@ def _expr_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
 
 
 def _term_matches(term: dict[str, Any], cls: NodeClass) -> bool:
-    exprs = [e for e in (term.get("matchExpressions") or []) if isinstance(e, dict)]
-    fields = [e for e in (term.get("matchFields") or []) if isinstance(e, dict)]
+    exprs = [e for e in sequence(term.get("matchExpressions")) if isinstance(e, dict)]
+    fields = [e for e in sequence(term.get("matchFields")) if isinstance(e, dict)]
     if not exprs and not fields:
         return False  # an empty term matches no objects (Kubernetes semantics)
     per_node = fields or any(e.get("key") in PER_NODE_LABELS for e in exprs)
@@ -311,7 +311,7 @@ def _tolerates(tol: dict[str, Any], taint: Taint) -> bool:
 
 
 def untolerated_taints(spec: dict[str, Any], cls: NodeClass) -> list[Taint]:
-    tols = [t for t in (spec.get("tolerations") or []) if isinstance(t, dict)]
+    tols = [t for t in sequence(spec.get("tolerations")) if isinstance(t, dict)]
     return [t for t in cls.taints
             if t.effect in ("NoSchedule", "NoExecute") and not any(_tolerates(tol, t) for tol in tols)]
 
@@ -343,6 +343,11 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
             errors.append(f"{where}: must be a mapping")
             continue
         name = str(pool.get("name") or f"pool{i}")
+        bad_type = next((f for f, kind in (("labels", dict), ("resources", dict), ("taints", list),
+                                           ("migProfiles", dict)) if f in pool and not isinstance(pool[f], kind)), None)
+        if bad_type:
+            errors.append(f"{where}: {bad_type} must be a {'mapping' if bad_type != 'taints' else 'list'}")
+            continue
         labels: dict[str, str] = {str(k): str(v) for k, v in (pool.get("labels") or {}).items()}
         allocatable: dict[str, Any] = {str(k): v for k, v in (pool.get("resources") or {}).items()}
         gpus = pool.get("gpusPerNode", 1)
@@ -383,8 +388,8 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
         elif sharing.startswith("mig-"):
             labels["nvidia.com/mig.strategy"] = sharing[4:]
             mig = pool.get("migProfiles") or {}
-            if not isinstance(mig, dict) or not mig:
-                errors.append(f"{where}: {sharing} needs migProfiles, e.g. {{1g.10gb: 7}}")
+            if not mig or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in mig.values()):
+                errors.append(f"{where}: {sharing} needs migProfiles with positive counts, e.g. {{1g.10gb: 7}}")
                 continue
             if sharing == "mig-mixed":
                 for prof, n in mig.items():
@@ -397,6 +402,9 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
             if gpus and not (isinstance(pool.get("vgpu"), dict) and pool["vgpu"].get("type") == "gpu-manager"):
                 allocatable.setdefault("nvidia.com/gpu", gpus)
         vgpu = pool.get("vgpu")
+        if isinstance(vgpu, dict) and not all(isinstance(vgpu.get(k, 1), int) for k in ("memoryUnits", "memoryMiB")):
+            errors.append(f"{where}: vgpu memoryUnits/memoryMiB must be integers")
+            continue
         if isinstance(vgpu, dict):
             if "baselineCuda" in vgpu:
                 labels[VGPU_BASELINE_LABEL] = str(vgpu["baselineCuda"])

@@ -136,3 +136,15 @@ def test_profile_mig_mixed_and_time_slicing(loaded: Loaded) -> None:
     assert nodes[0]["status"]["allocatable"] == {"nvidia.com/mig-1g.10gb": 14}
     assert nodes[1]["status"]["allocatable"] == {"nvidia.com/gpu.shared": 4}
     assert nodes[1]["metadata"]["labels"]["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+
+
+@pytest.mark.parametrize(("pool", "message"), [
+    ({"name": "x", "labels": ["a"]}, "labels must be a mapping"),
+    ({"name": "x", "resources": "8"}, "resources must be a mapping"),
+    ({"name": "x", "taints": {"key": "a"}}, "taints must be a list"),
+    ({"name": "x", "gpu": "Tesla-T4", "sharing": "mig-mixed", "migProfiles": {"1g.10gb": "seven"}}, "positive counts"),
+    ({"name": "x", "gpu": "Tesla-T4", "vgpu": {"type": "hami", "memoryMiB": "lots"}}, "must be integers"),
+])
+def test_profile_wrong_types_are_errors_not_crashes(loaded: Loaded, pool: dict[str, Any], message: str) -> None:
+    _nodes, errors = profile_to_nodes({"kind": "ClusterProfile", "nodePools": [pool]}, loaded.kb)
+    assert any(message in e for e in errors), errors

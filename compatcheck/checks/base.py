@@ -26,6 +26,7 @@ from compatcheck.cluster import (
     untolerated_taints,
 )
 from compatcheck.crl import CrlIndex
+from compatcheck.jsonutil import sequence
 from compatcheck.knowledge import KnowledgeBase
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
@@ -284,7 +285,7 @@ class PodAnalysis:
         for term in required_terms(self.pod.spec) or []:
             for e in term.get("matchExpressions") or []:
                 if isinstance(e, dict) and e.get("operator") == "In":
-                    note(str(e.get("key")), e.get("values") or [])
+                    note(str(e.get("key")), sequence(e.get("values")))
         use = self.pod.annotations.get("nvidia.com/use-gputype")
         products = set(values.get("nvidia.com/gpu.product", set()))
         hami_types = [t.strip() for t in use.split(",") if t.strip()] if use else []
@@ -338,7 +339,7 @@ def _admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
     if terms is not None:
         new_terms = []
         for t in terms:
-            exprs = [e for e in (t.get("matchExpressions") or []) if isinstance(e, dict) and e.get("key") in keys]
+            exprs = [e for e in sequence(t.get("matchExpressions")) if isinstance(e, dict) and e.get("key") in keys]
             if not exprs:
                 return True  # this OR-branch does not constrain the pinned keys
             new_terms.append({"matchExpressions": exprs})

@@ -11,6 +11,7 @@ from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation
 from compatcheck.checks.resources import _set_ops
 from compatcheck.cluster import NodeClass, build_cluster, required_terms
+from compatcheck.jsonutil import sequence
 from compatcheck.knowledge import DriverVerdict
 from compatcheck.model import Applicability, Fix
 from compatcheck.versions import Version
@@ -98,7 +99,7 @@ def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
         for term in existing:
             for extra in ours:
                 merged = {k: v for k, v in term.items()}
-                merged["matchExpressions"] = [*(term.get("matchExpressions") or []), *extra]
+                merged["matchExpressions"] = [*sequence(term.get("matchExpressions")), *extra]
                 terms.append(merged)
     else:
         terms = [{"matchExpressions": extra} for extra in ours]
@@ -159,7 +160,7 @@ def _pins_driver(a: PodAnalysis) -> bool:
     if not terms:
         return False
     # Pinned only if every OR-branch constrains a driver key.
-    return all(any(isinstance(e, dict) and e.get("key") in DRIVER_KEYS for e in (t.get("matchExpressions") or []))
+    return all(any(isinstance(e, dict) and e.get("key") in DRIVER_KEYS for e in sequence(t.get("matchExpressions")))
                for t in terms)
 
 
