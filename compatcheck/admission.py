@@ -34,9 +34,6 @@ MAX_WARNING = 120  # the API server cuts warnings over 256 characters; kubectl s
 MAX_WARNINGS_TOTAL = 4000  # past 4096 characters in all, the API server truncates and drops warnings
 MAX_DENY_FINDINGS = 8
 
-Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-
-
 class ReviewError(ValueError):
     """The body is not an AdmissionReview we can answer: HTTP 400 with this message."""
 
@@ -229,7 +226,7 @@ def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings
 
 
 def _internal_errors(result: EvalResult) -> list[str]:
-    return [p.message for p in result.problems if p.message.startswith("internal error")]
+    return [p.message for p in result.problems if p.internal]
 
 
 def _failure(req: Request, decision: Decision, settings: AdmissionSettings, error: str) -> dict[str, Any]:

@@ -96,8 +96,6 @@ def issue(ca_pem: bytes, ca_key_pem: bytes, dns_names: list[str], *, algorithm: 
 def generate(dns_names: list[str], *, algorithm: str = "ecdsa", common_name: str | None = None,
              ca_days: int = CA_DAYS, cert_days: int = CERT_DAYS) -> Generated:
     """A fresh CA and a serving certificate; the CA key is dropped (nothing else can be signed)."""
-    if not dns_names:
-        raise ValueError("at least one --dns name is needed (e.g. compatcheck.compatcheck.svc)")
     ca_pem, ca_key = make_ca(algorithm=algorithm, days=ca_days)
     cert_pem, key_pem = issue(ca_pem, ca_key, dns_names, algorithm=algorithm, days=cert_days,
                               common_name=common_name)

@@ -102,10 +102,6 @@ class Cluster:
     classes: list[NodeClass]
     node_count: int
 
-    @property
-    def gpu_classes(self) -> list[NodeClass]:
-        return [c for c in self.classes if c.facts.has_gpu]
-
 
 def _label_int(labels: dict[str, str], key: str) -> int | None:
     v = labels.get(key)

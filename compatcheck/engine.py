@@ -24,6 +24,7 @@ class Problem:
     message: str
     pointer: str
     rule_id: str | None = None
+    internal: bool = False  # a check raised: a bug, not bad input
 
 
 @dataclass
@@ -73,7 +74,7 @@ def _collect(rule: Rule, result: EvalResult, ref: ObjectRef, severities: dict[st
         violations: list[Violation] = list(rule.check.evaluate(*target, rule.params))
     except Exception as exc:  # a bug in one check must not take the linter or the webhook down
         result.problems.append(Problem(f"internal error in rule {rule.id}: {type(exc).__name__}: {exc}", "",
-                                       rule.id))
+                                       rule.id, internal=True))
         return
     if not violations:
         return

@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from compatcheck.manifests import split_pointer
+from compatcheck.manifests import escape_token, split_pointer
 from compatcheck.model import Applicability, Finding, PatchOp
 
 
@@ -75,6 +75,33 @@ def _apply(doc: Any, op: PatchOp) -> Any:
     else:
         raise FixError(f"{op.op} {op.path}: parent is not a container")
     return doc
+
+
+def set_path_ops(data: Any, base: str, path: tuple[str, ...], value: Any) -> tuple[PatchOp, ...]:
+    """The op that sets ``path`` under ``data`` (found at pointer ``base``) to ``value``, creating the missing
+    parents as one nested value: RFC 6902 ``add`` needs the parent to exist."""
+    node: Any = data
+    pointer = base
+    for i, token in enumerate(path):
+        pointer += "/" + escape_token(token)
+        if not isinstance(node, dict) or token not in node or (i < len(path) - 1 and not isinstance(node[token], dict)):
+            rest: Any = value
+            for t in reversed(path[i + 1:]):
+                rest = {t: rest}
+            return (PatchOp("replace" if isinstance(node, dict) and token in node else "add", pointer, rest),)
+        node = node[token]
+    return (PatchOp("replace", pointer, value),)
+
+
+def set_paths_ops(data: Any, base: str, values: dict[tuple[str, ...], Any]) -> tuple[PatchOp, ...]:
+    """``set_path_ops`` for several paths, each computed against the data as the previous ones left it."""
+    current = copy.deepcopy(data)
+    ops: list[PatchOp] = []
+    for path, value in values.items():
+        step = set_path_ops(current, "", path, value)
+        current = apply_ops(current, step)
+        ops.extend(PatchOp(op.op, base + op.path, op.value) for op in step)
+    return tuple(ops)
 
 
 def select_fixes(findings: Iterable[Finding], allow: set[Applicability]) -> list[Finding]:

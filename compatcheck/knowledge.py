@@ -180,9 +180,6 @@ class KnowledgeBase:
     def mvc_floor(self, major: int) -> Version | None:
         return self.mvc.get(major)
 
-    def newest_known_cuda(self) -> Version | None:
-        return self.branches[-1][1] if self.branches else None
-
     def verdict(self, runtime: Version, *, driver: Version | None = None,
                 driver_cuda: Version | None = None) -> DriverVerdict:
         """Can a node whose driver is ``driver`` (or whose driver CUDA is ``driver_cuda``) run ``runtime``?

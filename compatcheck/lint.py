@@ -21,6 +21,7 @@ from compatcheck.manifests import (
     ParsedFile,
     expand_paths,
     iter_objects,
+    parse_text,
     read_file,
 )
 from compatcheck.model import Finding, InputError, SourceRef
@@ -61,8 +62,6 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
         report.errors.extend(errors)
     parsed: list[ParsedFile] = []
     if texts is not None:
-        from compatcheck.manifests import parse_text
-
         files = list(texts)
         for name, text in texts.items():
             parsed.append(parse_text(name, text))
@@ -105,7 +104,7 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for finding in result.findings:
                     path, line, col = _where(doc, prefix + finding.pointer, options)
                     located.append(replace(finding, source=SourceRef(path, line, col)))
-                report.objects_seen.append((_where(doc, prefix, options)[0], object_ref(obj)))
+                report.objects_seen.append((_path(doc, options), object_ref(obj)))
                 for problem in result.problems:
                     path, line, _col = _where(doc, prefix + problem.pointer, options)
                     report.errors.append(InputError(path, problem.message, line))
@@ -114,6 +113,11 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
     return report
+
+
+def _path(doc: Document, options: LintOptions) -> str:
+    """The file findings in ``doc`` name: the document's own, or the template it was rendered from."""
+    return options.source_map(doc, doc.line)[0] if options.source_map is not None else doc.path
 
 
 def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:

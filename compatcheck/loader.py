@@ -19,7 +19,7 @@ from typing import Any
 from compatcheck.cluster import Cluster, build_cluster, profile_to_nodes
 from compatcheck.crl import CrlIndex, build_index, claims_crl
 from compatcheck.knowledge import KnowledgeBase, KnowledgeError
-from compatcheck.manifests import ParsedFile, expand_paths, iter_objects, load_data, parse_text, read_file
+from compatcheck.manifests import expand_paths, iter_objects, load_data, read_file
 from compatcheck.model import InputError
 from compatcheck.rules import Rule, RuleProblem, RuleSet, build_rule, schema_problems
 
@@ -79,8 +79,7 @@ def _parse_one(path: Path, problems: list[RuleProblem], *, trusted: bool = False
 
 
 def _with_lines(problems: list[RuleProblem], doc: Any) -> list[RuleProblem]:
-    return [RuleProblem(p.path, p.pointer, p.message, doc.locate(p.pointer)[0] if doc is not None else p.line)
-            for p in problems]
+    return [RuleProblem(p.path, p.pointer, p.message, _line(doc, p.pointer) or p.line) for p in problems]
 
 
 def _line(doc: Any, pointer: str) -> int | None:
@@ -246,5 +245,5 @@ def crl_index(objects: list[tuple[str, dict[str, Any]]]) -> tuple[CrlIndex, list
     return index, errors
 
 
-__all__ = ["Loaded", "ParsedFile", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects",
-           "load_nodes", "load_rules", "parse_text"]
+__all__ = ["Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects", "load_nodes",
+           "load_rules"]

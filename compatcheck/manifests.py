@@ -84,10 +84,6 @@ def escape_token(token: str | int) -> str:
     return str(token).replace("~", "~0").replace("/", "~1")
 
 
-def join_pointer(*tokens: str | int) -> str:
-    return "".join("/" + escape_token(t) for t in tokens)
-
-
 class _DocumentBuilder:
     """Turns composed nodes into Python values, recording positions and rejecting duplicate keys."""
 

@@ -46,10 +46,3 @@ def parse_quantity(value: Any) -> Fraction:
     if abs(result) > MAX_QUANTITY:
         raise QuantityError(f"{value!r} is out of range")
     return result
-
-
-def is_integer_quantity(value: Any) -> bool:
-    try:
-        return parse_quantity(value).denominator == 1
-    except QuantityError:
-        return False

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from compatcheck.manifests import Document, split_pointer
+from compatcheck.manifests import Document
 
 _SOURCE = re.compile(r"^# Source: (?P<path>.+?)\s*$", re.MULTILINE)
 
@@ -125,4 +125,4 @@ def _chart_relative(rel: str, chart_dir: str | None) -> str:
     return os.path.join(name, parts[1]) if len(parts) == 2 else rel
 
 
-__all__ = ["RenderError", "Rendered", "helm_template", "kustomize", "split_pointer"]
+__all__ = ["RenderError", "Rendered", "helm_template", "kustomize"]

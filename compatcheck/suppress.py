@@ -72,13 +72,9 @@ def suppressions(obj: dict[str, Any], pods: list[PodTarget] | None = None) -> li
         return []
     found = _from_annotations(own, "/metadata", "")
     for pod in pods:
-        if pod.pointer.endswith("/spec") and pod.pointer != "/spec":
-            template = pod.pointer[: -len("/spec")]
-            node: Any = obj
-            for token in template.strip("/").split("/"):
-                node = node[int(token)] if isinstance(node, list) else mapping(node).get(token.replace("~1", "/"))
-            found += _from_annotations(mapping(mapping(node).get("metadata")).get("annotations"),
-                                       f"{template}/metadata", template)
+        if pod.template_pointer is not None:
+            found += _from_annotations(pod.template_annotations, f"{pod.template_pointer}/metadata",
+                                       pod.template_pointer)
     return found
 
 

@@ -143,9 +143,13 @@ class PodTarget:
     obj: dict[str, Any]
     pointer: str  # absolute pointer of the PodSpec inside the object
     spec: dict[str, Any]
-    annotations: dict[str, str]
+    annotations: dict[str, str]  # object annotations with the template's merged over them
     labels: dict[str, str]
     containers: list[ContainerTarget]
+    # The pod template ({metadata, spec}) this spec belongs to, when it is not the object itself (a Deployment's
+    # /spec/template); None for Pods and for specs without their own metadata (KServe predictors).
+    template_pointer: str | None = None
+    template_annotations: dict[str, Any] | None = None
 
 
 def _walk(node: Any, tokens: list[str], prefix: str) -> Iterator[tuple[str, Any]]:
@@ -187,10 +191,14 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
         for pointer, node in _walk(obj, split_pointer(loc.pattern), ""):
             if not isinstance(node, dict):
                 continue
+            template_pointer: str | None = None
+            template_annotations: dict[str, Any] | None = None
             if loc.shape == "template":
                 spec = node.get("spec")
                 spec_pointer = f"{pointer}/spec"
                 tmeta = mapping(node.get("metadata"))
+                if pointer:
+                    template_pointer, template_annotations = pointer, mapping(tmeta.get("annotations"))
                 annotations = obj_annotations if pointer == "" else {**obj_annotations,
                                                                      **_str_map(tmeta.get("annotations"))}
                 labels = _str_map(tmeta.get("labels"))
@@ -200,7 +208,8 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
             if not isinstance(spec, dict):
                 continue
             out.append(PodTarget(ref, obj, spec_pointer, spec, annotations, labels,
-                                 _containers(spec, spec_pointer, loc.single_containers)))
+                                 _containers(spec, spec_pointer, loc.single_containers), template_pointer,
+                                 template_annotations))
     return out
 
 

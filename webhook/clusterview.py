@@ -100,16 +100,18 @@ def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Watcher(threading.Thread):
-    """list + watch of one resource; calls ``changed`` with the full current set after every change."""
+    """list + watch of one resource. It owns the current set of (slim) objects; after every change it calls
+    ``changed()``, and readers take a copy with ``values()``."""
 
     def __init__(self, name: str, lister: Callable[..., Any], kwargs: dict[str, Any],
-                 slim: Callable[[dict[str, Any]], dict[str, Any]], changed: Callable[[dict[str, dict[str, Any]]], None],
+                 slim: Callable[[dict[str, Any]], dict[str, Any]], changed: Callable[[], None],
                  on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
         super().__init__(name=f"watch-{name}", daemon=True)
         self.resource = name
         self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
         self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
         self.items: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
         self.synced = threading.Event()
         self._watch: Any = None
 
@@ -131,11 +133,16 @@ class _Watcher(threading.Thread):
             del data, resp
             if not token:
                 break
-        self.items = items
-        self.changed(dict(self.items))
+        with self._lock:
+            self.items = items
+        self.changed()
         self.synced.set()
         _release_memory()
         return str(meta.get("resourceVersion") or "")
+
+    def values(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.items.values())
 
     def _raw_lister(self, **kw: Any) -> Any:
         return self.lister(**kw)
@@ -164,12 +171,15 @@ class _Watcher(threading.Thread):
                         continue
                     name = (obj.get("metadata") or {}).get("name")
                     if kind in ("ADDED", "MODIFIED") and name:
-                        self.items[name] = self.slim(obj)
+                        slim = self.slim(obj)
+                        with self._lock:
+                            self.items[name] = slim
                     elif kind == "DELETED" and name:
-                        self.items.pop(name, None)
+                        with self._lock:
+                            self.items.pop(name, None)
                     else:
                         continue
-                    self.changed(dict(self.items))
+                    self.changed()
                 backoff = 0.5  # a watch that ends by its timeout is normal: resume from rv
             except ApiException as exc:
                 if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
@@ -205,31 +215,18 @@ class LiveView:
         self.debounce = debounce
         core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._nodes: dict[str, dict[str, Any]] = {}
-        self._crls: dict[str, dict[str, Any]] = {}
         self._dirty = threading.Event()
         self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
 
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
 
-        self.node_watch = _Watcher("nodes", core.list_node, {}, _slim_node, self._nodes_changed, restart("nodes"),
+        self.node_watch = _Watcher("nodes", core.list_node, {}, _slim_node, self._dirty.set, restart("nodes"),
                                    self._stop)
         self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
-                                  self._crls_changed, restart("configmaps"), self._stop)
+                                  self._dirty.set, restart("configmaps"), self._stop)
         self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
-
-    def _nodes_changed(self, items: dict[str, dict[str, Any]]) -> None:
-        with self._lock:
-            self._nodes = items
-        self._dirty.set()
-
-    def _crls_changed(self, items: dict[str, dict[str, Any]]) -> None:
-        with self._lock:
-            self._crls = items
-        self._dirty.set()
 
     def _publish_loop(self) -> None:
         while not self._stop.is_set():
@@ -240,8 +237,7 @@ class LiveView:
             self.rebuild()
 
     def rebuild(self) -> None:
-        with self._lock:
-            nodes, crls = list(self._nodes.values()), list(self._crls.values())
+        nodes, crls = self.node_watch.values(), self.crl_watch.values()
         cluster = build_cluster(nodes, self.kb)
         index, invalid = build_index(crls)
         for obj, problems in invalid:

@@ -309,7 +309,7 @@ class PodAnalysis:
         if hami_types and products:
             return classes
         # Keep only those the pod's own placement really admits (projection of the real terms).
-        return [c for c in classes if _admits_projected(self.pod.spec, c)]
+        return [c for c in classes if admits_projected(self.pod.spec, c)]
 
     @cached_property
     def scope(self) -> list[NodeFacts]:
@@ -328,7 +328,7 @@ class PodAnalysis:
         return self.pinned_classes
 
 
-def _admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
+def admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
     """Placement restricted to the label keys the synthetic class carries (other keys are unknowable)."""
     keys = set(cls.labels)
     projected: dict[str, Any] = {}
@@ -346,13 +346,3 @@ def _admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
         projected["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": new_terms}}}
     return placement_matches(projected, cls)
-
-
-def describe_classes(classes: list[NodeClass], what: Callable[[NodeFacts], str]) -> str:
-    parts = []
-    for c in classes[:3]:
-        names = c.sample_names(2)
-        parts.append(f"{what(c.facts)} on {names}" if c.members and not names.startswith("pinned-")
-                     else what(c.facts))
-    more = f" (+{len(classes) - 3} more node kinds)" if len(classes) > 3 else ""
-    return "; ".join(parts) + more

@@ -8,8 +8,8 @@ from typing import Any
 
 from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, EvalContext, Params, PodAnalysis, Violation
-from compatcheck.checks.resources import _set_ops
 from compatcheck.crl import claims_crl, validate_crl, value_matches
+from compatcheck.fixes import set_path_ops, set_paths_ops
 from compatcheck.jsonutil import mapping
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
@@ -32,21 +32,6 @@ register(CheckType(
 ))
 
 
-def _set_many(data: dict[str, Any], base: str, values: dict[tuple[str, ...], Any]) -> tuple[PatchOp, ...]:
-    """Ops for several paths at once, each computed against the data as the previous ones left it."""
-    import copy
-
-    from compatcheck.fixes import apply_ops
-
-    current = copy.deepcopy(data)
-    ops: list[PatchOp] = []
-    for path, value in values.items():
-        step = _set_ops(current, "", path, value)
-        current = apply_ops(current, step)
-        ops.extend(PatchOp(op.op, base + op.path, op.value) for op in step)
-    return tuple(ops)
-
-
 def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     index = a.ctx.crl
     if not index:
@@ -67,7 +52,7 @@ def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                     fix = None
                     if spec.default is not None:
                         fix = Fix(f"set limits.{key} to the CRL default {spec.default}", Applicability.SAFE,
-                                  _set_ops(c.data, c.pointer, ("resources", "limits", key), spec.default))
+                                  set_path_ops(c.data, c.pointer, ("resources", "limits", key), spec.default))
                     yield Violation(f"limits.{key} is required because the container uses {group} resources {src}",
                                     lptr, c.name, fix)
                 elif mode == "limit-disabled" and spec.limits == "disabled" and lim is not None:
@@ -87,19 +72,19 @@ def _policy(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                     if lim is None and spec.limits == "optional" and spec.default is not None:
                         # One pass must converge (the API server may reinvoke us): set the request too when
                         # it follows limits.
-                        ops = _set_ops(c.data, c.pointer, ("resources", "limits", key), spec.default)
+                        ops = set_path_ops(c.data, c.pointer, ("resources", "limits", key), spec.default)
                         also = ""
                         if spec.requests == "fromLimits" and req is None:
-                            ops = _set_many(c.data, c.pointer, {("resources", "limits", key): spec.default,
+                            ops = set_paths_ops(c.data, c.pointer, {("resources", "limits", key): spec.default,
                                                                 ("resources", "requests", key): spec.default})
                             also = " (and requests, policy fromLimits)"
                         yield Violation(f"limits.{key} is not set; the CRL default is {spec.default} {src}", lptr,
                                         c.name, Fix(f"set limits.{key} to the CRL default {spec.default}{also}",
                                                     Applicability.SAFE, ops))
                     elif req is None and lim is not None and spec.requests == "fromLimits":
+                        ops = set_path_ops(c.data, c.pointer, ("resources", "requests", key), lim)
                         yield Violation(f"requests.{key} is not set; policy fromLimits sets it to {lim} {src}", rptr,
-                                        c.name, Fix(f"set requests.{key} from limits", Applicability.SAFE,
-                                                    _set_ops(c.data, c.pointer, ("resources", "requests", key), lim)))
+                                        c.name, Fix(f"set requests.{key} from limits", Applicability.SAFE, ops))
                 elif mode == "value-type":
                     for section, value, ptr in (("limits", lim, lptr), ("requests", req, rptr)):
                         if value is not None and not value_matches(spec.data_type, value):

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from compatcheck.checks import register
-from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation
-from compatcheck.checks.resources import _set_ops
+from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation, admits_projected
 from compatcheck.cluster import NodeClass, build_cluster, required_terms
+from compatcheck.fixes import set_path_ops
 from compatcheck.jsonutil import sequence
 from compatcheck.knowledge import DriverVerdict
 from compatcheck.model import Applicability, Fix
@@ -103,7 +103,7 @@ def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
                 terms.append(merged)
     else:
         terms = [{"matchExpressions": extra} for extra in ours]
-    ops = _set_ops(a.pod.spec, a.pod.pointer, ("affinity", "nodeAffinity",
+    ops = set_path_ops(a.pod.spec, a.pod.pointer, ("affinity", "nodeAffinity",
                                                "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"),
                    terms)
     return Fix(f"require nodes whose driver supports CUDA {rt} ({major_key}/{minor_key.rsplit('.', 1)[-1]})",
@@ -151,8 +151,6 @@ def _universe(a: PodAnalysis) -> list[NodeClass]:
 
 
 def _pins_driver(a: PodAnalysis) -> bool:
-    from compatcheck.cluster import required_terms
-
     sel = a.pod.spec.get("nodeSelector")
     if isinstance(sel, dict) and any(k in DRIVER_KEYS for k in sel):
         return True
@@ -167,9 +165,7 @@ def _pins_driver(a: PodAnalysis) -> bool:
 def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     if not a.is_gpu_pod or not _pins_driver(a):
         return
-    from compatcheck.checks.base import _admits_projected
-
-    admitted = [cls for cls in _universe(a) if _admits_projected(a.pod.spec, cls)]
+    admitted = [cls for cls in _universe(a) if admits_projected(a.pod.spec, cls)]
     if not admitted:
         return
     kb = a.ctx.kb

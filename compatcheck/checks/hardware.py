@@ -149,9 +149,8 @@ def _replace_value_fix(c: Any, pointer: str, what: str, replacement: str) -> Fix
         return None
     flag = what.split()[0]
     if old.startswith(flag + "="):
-        new_items = [(f"{flag}={replacement}",)]
         return Fix(f"use {flag}={replacement}", Applicability.UNSAFE,
-                   (PatchOp("replace", pointer, new_items[0][0]),))
+                   (PatchOp("replace", pointer, f"{flag}={replacement}"),))
     if old == flag and i + 1 < len(items):
         return Fix(f"use {flag} {replacement}", Applicability.UNSAFE,
                    (PatchOp("replace", f"{c.pointer}/{key}/{i + 1}", replacement),))

@@ -9,6 +9,7 @@ from typing import Any
 from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, Params, PodAnalysis, Violation, env_value, quantity_int
 from compatcheck.cluster import offers_resources, untolerated_taints
+from compatcheck.fixes import set_path_ops
 from compatcheck.jsonutil import mapping
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
@@ -59,7 +60,7 @@ def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                 yield Violation(f"requests.{name} is set without a limit: the API server rejects it (Limit must be "
                                 "set for non overcommitable resources)", ptr, c.name,
                                 Fix(f"set limits.{name} to the request", Applicability.SAFE,
-                                    _set_ops(c.data, c.pointer, ("resources", "limits", str(name)), v)))
+                                    set_path_ops(c.data, c.pointer, ("resources", "limits", str(name)), v)))
                 continue
             try:
                 equal = parse_quantity(v) == parse_quantity(limits[name])
@@ -70,22 +71,6 @@ def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                                 "(extended resources cannot be overcommitted)", ptr, c.name,
                                 Fix(f"set requests.{name} to the limit", Applicability.UNSAFE,
                                     (PatchOp("replace", ptr, limits[name]),)))
-
-
-def _set_ops(data: dict[str, Any], base: str, path: tuple[str, ...], value: Any) -> tuple[PatchOp, ...]:
-    """Ops that set ``path`` under ``data`` (at ``base``), creating missing parents."""
-    node: Any = data
-    pointer = base
-    for i, token in enumerate(path):
-        pointer += "/" + escape_token(token)
-        if not isinstance(node, dict) or token not in node or (i < len(path) - 1 and not isinstance(node[token], dict)):
-            rest: Any = value
-            for t in reversed(path[i + 1:]):
-                rest = {t: rest}
-            op = "replace" if isinstance(node, dict) and token in node else "add"
-            return (PatchOp(op, pointer, rest),)  # type: ignore[arg-type]
-        node = node[token]
-    return (PatchOp("replace", pointer, value),)
 
 
 register(CheckType(
@@ -129,7 +114,7 @@ register(CheckType(
     evaluate=_vcuda,
 ))
 
-_HAMI = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
+HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
 
 def _sharing_modes(a: PodAnalysis, params: Params) -> Iterator[Violation]:
@@ -139,7 +124,7 @@ def _sharing_modes(a: PodAnalysis, params: Params) -> Iterator[Violation]:
             modes.append("MIG (nvidia.com/mig-*)")
         if any(n.startswith("tencent.com/vcuda") for n in req):
             modes.append("GPU-Manager vGPU (tencent.com/vcuda-*)")
-        if any(n in _HAMI for n in req):
+        if any(n in HAMI_RESOURCES for n in req):
             modes.append("HAMi (nvidia.com/gpumem/gpucores)")
         if env_value(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") or env_value(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
             modes.append("MPS (CUDA_MPS_* env)")

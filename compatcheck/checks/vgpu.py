@@ -18,12 +18,10 @@ from compatcheck.checks.base import (
     env_value,
     quantity_int,
 )
-from compatcheck.checks.resources import VCUDA_CORE
+from compatcheck.checks.resources import HAMI_RESOURCES, VCUDA_CORE
 from compatcheck.cluster import NodeFacts
 from compatcheck.model import Applicability, Fix
 from compatcheck.versions import Version, cached_version, parse_cuda_version
-
-_HAMI = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
 
 def vgpu_kind(req: dict[str, Any]) -> str | None:
@@ -33,7 +31,7 @@ def vgpu_kind(req: dict[str, Any]) -> str | None:
         if core > 0 and core % 100 == 0:
             return None
         return "gpu-manager"
-    if any(k in _HAMI for k in req):
+    if any(k in HAMI_RESOURCES for k in req):
         return "hami"
     return None
 
