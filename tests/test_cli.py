@@ -267,3 +267,11 @@ def test_core_install_without_webhook_extra_says_what_to_install(tmp_path: Path,
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 2
     assert "pip install 'compatcheck[webhook]'" in proc.stderr
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
+    readme = (ROOT / "README.md").read_text().splitlines()
+    block = readme[readme.index("```sh") + 1: readme.index("```sh") + 3]
+    assert block[0].endswith("compatcheck lint examples/manifests --nodes examples/cluster-profile.yaml")
+    assert block[1] == "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q"
+    assert block[1] in (ROOT / ".ci" / "run").read_text().splitlines()
