@@ -273,5 +273,7 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second() -> None:
     readme = (ROOT / "README.md").read_text().splitlines()
     block = readme[readme.index("```sh") + 1: readme.index("```sh") + 3]
     assert block[0].endswith("compatcheck lint examples/manifests --nodes examples/cluster-profile.yaml")
-    assert block[1] == "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q"
+    test_command = ("python3 -m venv .venv && . .venv/bin/activate"
+                    " && pip install -e '.[test]' && python -m pytest -q")
+    assert block[1] == test_command
     assert block[1] in (ROOT / ".ci" / "run").read_text().splitlines()
