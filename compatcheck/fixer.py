@@ -1,8 +1,9 @@
 """``compatcheck fix``: apply fixes to manifest files in place, keeping comments, key order, quoting and the
 indentation of untouched lines (ruamel.yaml round-trip).
 
-Only documents that change are re-emitted; every other document keeps its original text byte for byte. A
-file whose fixes cannot all be applied is left untouched (never half-applied). Running it twice is a no-op.
+Only documents that change are re-emitted; every other document keeps its original text byte for byte. Each
+fix is applied whole or not at all (a skipped fix is reported, never half-applied), with the same RFC 6902
+code the webhook uses (``fixes.apply_ops``). Running it twice is a no-op.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compatcheck.fixes import FixError, select_fixes
+from compatcheck.fixes import FixError, apply_ops, select_fixes
 from compatcheck.lint import LintedObject
-from compatcheck.manifests import split_pointer
 from compatcheck.model import Applicability, Finding, PatchOp
 
 _SEPARATOR = re.compile(r"^(?:---|\.\.\.)(?:\s.*)?$")
@@ -91,31 +91,6 @@ def _styled(value: Any, quote: str) -> Any:
     return value
 
 
-def _apply_rt(doc: Any, op: PatchOp) -> None:
-    tokens = split_pointer(op.path)
-    parent = doc
-    for t in tokens[:-1]:
-        parent = parent[int(t)] if isinstance(parent, list) else parent[t]
-    last = tokens[-1]
-    if isinstance(parent, list):
-        if op.op == "add":
-            if last == "-":
-                parent.append(op.value)
-            else:
-                parent.insert(int(last), op.value)
-        elif op.op == "replace":
-            parent[int(last)] = op.value
-        elif op.op == "remove":
-            del parent[int(last)]
-        return
-    if op.op == "add" or (op.op == "replace" and last in parent):
-        parent[last] = op.value
-    elif op.op == "remove" and last in parent:
-        del parent[last]
-    else:
-        raise FixError(f"{op.op} {op.path}: no such member")
-
-
 def fix_file(path: str, text: str, objects: Iterable[LintedObject], allow: set[Applicability],
              allowed_rule: Any = None) -> FileFix:
     """Apply the allowed fixes of ``objects`` (all from ``path``) to ``text``."""
@@ -138,10 +113,12 @@ def fix_file(path: str, text: str, objects: Iterable[LintedObject], allow: set[A
     for index, items in per_doc.items():
         for prefix, f in items:
             assert f.fix is not None
+            ops = [PatchOp(op.op, prefix + op.path, _styled(op.value, quote)) for op in f.fix.ops]
             try:
-                for op in f.fix.ops:
-                    _apply_rt(docs[index], PatchOp(op.op, prefix + op.path, _styled(op.value, quote)))
-            except (FixError, KeyError, IndexError, TypeError, ValueError) as exc:
+                # On a copy (ruamel's round-trip containers copy with their comments): a fix whose last op
+                # fails leaves the document as it was.
+                docs[index] = apply_ops(docs[index], ops)
+            except FixError as exc:
                 result.skipped.append((f, str(exc)))
                 continue
             result.applied.append(f)

@@ -122,3 +122,24 @@ def test_config_can_disable_a_fix(tmp_path: Path) -> None:
     before = target.read_text()
     proc = fix(str(target), cwd=tmp_path)
     assert proc.returncode == 0 and target.read_text() == before
+
+
+def test_a_fix_whose_later_op_fails_leaves_the_document_as_it_was() -> None:
+    from compatcheck.fixer import fix_file
+    from compatcheck.lint import LintedObject
+    from compatcheck.manifests import parse_text
+    from compatcheck.model import Applicability, Finding, Fix, ObjectRef, PatchOp, Severity
+
+    text = "kind: Pod  # keep me\nspec:\n  containers:\n  - name: a\n"
+    parsed = parse_text("pod.yaml", text)
+    ops = (PatchOp("add", "/spec/containers/0/image", "x"), PatchOp("replace", "/spec/missing/path", 1))
+    half = Finding("demo", Severity.ERROR, "m", ObjectRef("v1", "Pod", None, None), "/spec",
+                   fix=Fix("two ops", Applicability.SAFE, ops))
+    whole = Finding("demo2", Severity.ERROR, "m", ObjectRef("v1", "Pod", None, None), "/spec",
+                    fix=Fix("one op", Applicability.SAFE, (PatchOp("add", "/spec/nodeName", "n1"),)))
+    doc = parsed.documents[0]
+    result = fix_file("pod.yaml", text, [LintedObject(parsed, doc, "", doc.data, [half, whole])],
+                      {Applicability.SAFE})
+    assert [f.rule_id for f in result.applied] == ["demo2"]
+    assert [f.rule_id for f, _why in result.skipped] == ["demo"]
+    assert "image" not in result.fixed and "nodeName: n1" in result.fixed and "# keep me" in result.fixed
