@@ -142,7 +142,8 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _warnings(findings: list[Finding]) -> list[str]:
+def _warnings(findings: list[Finding], problems: list[str]) -> list[str]:
+    """One short line per finding (within the API server's limits), then the input problems."""
     out: list[str] = []
     total = 0
     for i, f in enumerate(findings):
@@ -152,7 +153,7 @@ def _warnings(findings: list[Finding]) -> list[str]:
             break
         out.append(w)
         total += len(w)
-    return out
+    return out + [_short(p, MAX_WARNING) for p in problems]
 
 
 def _is_owned_pod(obj: dict[str, Any]) -> bool:
@@ -309,11 +310,8 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
         what = f"{req.kind} {decision.namespace + '/' if decision.namespace else ''}{decision.name or ''}".strip()
         payload = {"allowed": False, "status": {"code": 403, "reason": "Forbidden",
                                                 "message": f"compatcheck denied {what}:\n" + "\n".join(lines)}}
-        others = [f for f in visible if f not in blocking]
-        if others or problems:
-            payload["warnings"] = _warnings(others) + [_short(p, MAX_WARNING) for p in problems]
-        return _envelope(req, payload)
-    warnings = _warnings(visible) + [_short(p, MAX_WARNING) for p in problems]
+        visible = [f for f in visible if f not in blocking]  # the denial message already lists those
+    warnings = _warnings(visible, problems)
     if warnings:
         payload["warnings"] = warnings
     return _envelope(req, payload)

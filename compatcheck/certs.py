@@ -29,6 +29,14 @@ class Generated:
         return base64.b64encode(self.ca_pem).decode()
 
 
+def _private_pem(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    pem: bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption())
+    return pem
+
+
 def _key(algorithm: str) -> Any:
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -55,9 +63,7 @@ def make_ca(*, algorithm: str = "ecdsa", days: int = CA_DAYS) -> tuple[bytes, by
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
           .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
           .sign(key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    return ca.public_bytes(pem), key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                   serialization.NoEncryption())
+    return ca.public_bytes(serialization.Encoding.PEM), _private_pem(key)
 
 
 def issue(ca_pem: bytes, ca_key_pem: bytes, dns_names: list[str], *, algorithm: str = "ecdsa",
@@ -88,9 +94,7 @@ def issue(ca_pem: bytes, ca_key_pem: bytes, dns_names: list[str], *, algorithm: 
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
-    pem = serialization.Encoding.PEM
-    return cert.public_bytes(pem), key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), _private_pem(key)
 
 
 def generate(dns_names: list[str], *, algorithm: str = "ecdsa", common_name: str | None = None,

@@ -177,17 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-def _setup(args: argparse.Namespace) -> Any:
-    """Config, rules and lint options shared by lint and fix; None after printing errors."""
-    from compatcheck.config import ConfigError, apply_to_ruleset, find_config, load_config
-    from compatcheck.lint import LintOptions
+def _configured_rules(config_path: str | None, rules_dirs: list[str]) -> Any:
+    """(config, loaded rules with the config applied), or None after printing every problem."""
+    from compatcheck.config import ConfigError, apply_to_ruleset, load_config
 
     try:
-        config = load_config(args.config or find_config())
+        config = load_config(config_path)
     except ConfigError as exc:
         _print_problems(exc.problems)
         return None
-    loaded = _load([*config.rule_dirs, *args.rules_dir])
+    loaded = _load([*config.rule_dirs, *rules_dirs])
     if loaded is None:
         return None
     try:
@@ -195,6 +194,18 @@ def _setup(args: argparse.Namespace) -> Any:
     except ConfigError as exc:
         _print_problems(exc.problems)
         return None
+    return config, loaded
+
+
+def _setup(args: argparse.Namespace) -> Any:
+    """Config, rules and lint options shared by lint and fix; None after printing errors."""
+    from compatcheck.config import find_config
+    from compatcheck.lint import LintOptions
+
+    configured = _configured_rules(args.config or find_config(), args.rules_dir)
+    if configured is None:
+        return None
+    config, loaded = configured
     if args.rule:
         unknown = [r for r in args.rule if r not in loaded.ruleset.rules]
         if unknown:
@@ -309,8 +320,7 @@ def _fix(args: argparse.Namespace, loaded: Any, options: Any, texts: Any) -> int
         return EXIT_ERROR
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
-    for e in report.errors:
-        print(f"{e.path}{':' + str(e.line) if e.line else ''}: error: {e.message}", file=sys.stderr)
+    _print_problems(report.errors)
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}
     for lo in keep:
@@ -358,21 +368,11 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
                    kubeconfig: str | None = None, in_cluster: bool = False) -> Any:
     """Rules, settings and the cluster view; None after printing errors (the webhook refuses to start)."""
     from compatcheck.admission import AdmissionSettings
-    from compatcheck.config import ConfigError, apply_to_ruleset, load_config
 
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        _print_problems(exc.problems)
+    configured = _configured_rules(config_path, rules_dirs)
+    if configured is None:
         return None
-    loaded = _load([*config.rule_dirs, *rules_dirs], validate_builtin=False)
-    if loaded is None:
-        return None
-    try:
-        ruleset = apply_to_ruleset(config, loaded.ruleset)
-    except ConfigError as exc:
-        _print_problems(exc.problems)
-        return None
+    config, loaded = configured
     from webhook.clusterview import LiveView, StaticView, ViewError
     from webhook.metrics import Metrics
 
@@ -391,25 +391,19 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
         except ViewError as exc:
             _err(str(exc))
             return None
-        metrics.nodes.set(view.snapshot.nodes)
-        metrics.crl_loaded.set(view.snapshot.crl_valid)
-        metrics.crl_invalid.set(view.snapshot.crl_invalid)
+        view.snapshot.publish(metrics)
     from webhook.app import State
 
-    return State(ruleset, AdmissionSettings.from_config(config), view, metrics)
+    return State(loaded.ruleset, AdmissionSettings.from_config(config), view, metrics)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
-
-    try:
-        from webhook.app import json_logging
-        from webhook.server import ServeOptions, serve
-    except ImportError as exc:
-        _err(f"the webhook needs the extra: pip install 'compatcheck[webhook]' ({exc})")
-        return EXIT_ERROR
     import threading
+
+    from webhook.logs import json_logging  # without the webhook extra, main() says what to install
+    from webhook.server import ServeOptions, serve
 
     json_logging(getattr(logging, args.log_level.upper()))
     stop_renewal = threading.Event()

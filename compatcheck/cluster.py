@@ -103,6 +103,15 @@ class Cluster:
     node_count: int
 
 
+# Where a node says which CUDA its driver supports, in order of preference: GPU feature discovery's current
+# and older names, then the platform's own labels. The driver version: GFD's full label, else its parts.
+DRIVER_CUDA_LABELS = (("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"),
+                      ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
+                      ("cuda-major-version", "cuda-minor-version"))
+DRIVER_FULL_LABEL = "nvidia.com/cuda.driver-version.full"
+DRIVER_PART_LABELS = (("nvidia.com/cuda.driver-version.", "revision"), ("nvidia.com/cuda.driver.", "rev"))
+
+
 def _label_int(labels: dict[str, str], key: str) -> int | None:
     v = labels.get(key)
     if v is None:
@@ -116,7 +125,7 @@ def _label_int(labels: dict[str, str], key: str) -> int | None:
 def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: KnowledgeBase) -> NodeFacts:
     problems: list[str] = []
     driver: Version | None = None
-    full = labels.get("nvidia.com/cuda.driver-version.full")
+    full = labels.get(DRIVER_FULL_LABEL)
     parts = None
     if full:
         try:
@@ -124,7 +133,7 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
         except VersionError as exc:
             problems.append(str(exc))
     if driver is None:
-        for prefix, rev in (("nvidia.com/cuda.driver-version.", "revision"), ("nvidia.com/cuda.driver.", "rev")):
+        for prefix, rev in DRIVER_PART_LABELS:
             major = labels.get(prefix + "major")
             if major:
                 parts = [major, labels.get(prefix + "minor"), labels.get(prefix + rev)]
@@ -135,9 +144,7 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
                     problems.append(str(exc))
                 break
     driver_cuda: Version | None = None
-    for maj_key, min_key in (("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"),
-                             ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
-                             ("cuda-major-version", "cuda-minor-version")):
+    for maj_key, min_key in DRIVER_CUDA_LABELS:
         major_i, minor_i = _label_int(labels, maj_key), _label_int(labels, min_key)
         if major_i is not None:
             try:
@@ -360,7 +367,7 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
                 _set_version(labels, "nvidia.com/gpu.compute", parse_compute_capability(pool["computeCapability"]))
             if "driver" in pool:
                 drv = parse_driver_version(pool["driver"])
-                labels["nvidia.com/cuda.driver-version.full"] = str(drv)
+                labels[DRIVER_FULL_LABEL] = str(drv)
                 cuda, _ = kb.driver_cuda(drv)
                 if cuda is not None:
                     _set_version(labels, "nvidia.com/cuda.runtime-version", cuda)

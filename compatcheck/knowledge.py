@@ -8,8 +8,9 @@ Must not read files, print, or know about Kubernetes objects.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from compatcheck.versions import (
     Version,
@@ -19,6 +20,9 @@ from compatcheck.versions import (
     parse_driver_version,
     parse_version,
 )
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class KnowledgeError(ValueError):
@@ -163,11 +167,8 @@ class KnowledgeBase:
 
     def lowest_branch_for(self, cuda: Version) -> int | None:
         key = cuda.major_minor()
-        if key in self._branch_cache:
-            return self._branch_cache[key]
-        found = next((branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None)
-        self._branch_cache[key] = found
-        return found
+        return _memo(self._branch_cache, key, lambda: next(
+            (branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None))
 
     def toolkit_driver(self, cuda: Version) -> Version | None:
         """Driver bundled with the toolkit; for ``X.Y`` the lowest of the X.Y.* releases."""
@@ -184,13 +185,8 @@ class KnowledgeBase:
                 driver_cuda: Version | None = None) -> DriverVerdict:
         """Can a node whose driver is ``driver`` (or whose driver CUDA is ``driver_cuda``) run ``runtime``?
         Memoised: a cluster has few (runtime, driver) pairs and every pod asks again."""
-        key = (runtime, driver, driver_cuda)
-        found = self._verdict_cache.get(key)
-        if found is None:
-            found = self._verdict(runtime, driver, driver_cuda)
-            if len(self._verdict_cache) < 100_000:
-                self._verdict_cache[key] = found
-        return found
+        return _memo(self._verdict_cache, (runtime, driver, driver_cuda),
+                     lambda: self._verdict(runtime, driver, driver_cuda))
 
     def _verdict(self, runtime: Version, driver: Version | None, driver_cuda: Version | None) -> DriverVerdict:
         exact = True
@@ -271,14 +267,7 @@ class KnowledgeBase:
     def image_cuda(self, image: str) -> ImageCuda | None:
         """CUDA runtime of an image reference per the pattern table; None if no pattern matches.
         Cached: the same images recur across thousands of manifests."""
-        try:
-            return self._image_cache[image]
-        except KeyError:
-            pass
-        found = self._image_cuda(image)
-        if len(self._image_cache) < 100_000:
-            self._image_cache[image] = found
-        return found
+        return _memo(self._image_cache, image, lambda: self._image_cuda(image))
 
     def _image_cuda(self, image: str) -> ImageCuda | None:
         for pat in self.images:
@@ -309,6 +298,20 @@ class KnowledgeBase:
 def _branch_floor(kb: KnowledgeBase, driver_cuda: Version) -> Version | None:
     branch = kb.lowest_branch_for(driver_cuda)
     return Version((branch, 999, 999), f"{branch}.x") if branch is not None else None
+
+
+_MISSING: Any = object()
+MEMO_LIMIT = 100_000  # entries per memo: inputs come from manifests, so the key space is not ours to bound
+
+
+def _memo(cache: dict[K, V], key: K, compute: Callable[[], V]) -> V:
+    """``cache[key]``, computed on first use (None is a valid answer); stops growing at MEMO_LIMIT."""
+    found = cache.get(key, _MISSING)
+    if found is _MISSING:
+        found = compute()
+        if len(cache) < MEMO_LIMIT:
+            cache[key] = found
+    return found  # type: ignore[no-any-return]
 
 
 def _ver(text: Any, where: str) -> Version | None:

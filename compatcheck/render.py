@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from compatcheck.manifests import Document
 
@@ -30,6 +31,10 @@ class Rendered:
     sources: dict[int, tuple[str, int]] = field(default_factory=dict)
     template_lines: dict[str, list[str]] = field(default_factory=dict)
 
+    @cached_property
+    def rendered_lines(self) -> list[str]:
+        return self.text.splitlines()  # split once: locate runs for every finding
+
     def locate(self, doc: Document, line: int) -> tuple[str, int | None]:
         """Best-effort position in the template: the template file, and the line whose key matches."""
         src = self.sources.get(doc.index)
@@ -44,7 +49,7 @@ class Rendered:
             except OSError:
                 lines = []
             self.template_lines[template] = lines
-        rendered = self.text.splitlines()
+        rendered = self.rendered_lines
         target = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
         # The template line whose literal text (up to its first {{ action) is the longest prefix of the
         # rendered line: "- --dtype={{ .Values.dtype }}" renders as "- --dtype=bfloat16".

@@ -17,6 +17,7 @@ from aiohttp import web
 from compatcheck.admission import AdmissionSettings, EvaluationCache, ReviewError, review
 from compatcheck.rules import RuleSet
 from webhook.clusterview import Snapshot
+from webhook.logs import log_event
 from webhook.metrics import Metrics
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the API server's own request limit is 3 MiB
@@ -43,8 +44,7 @@ STATE = web.AppKey("state", State)
 def _bad(request: web.Request, status: int, reason: str, message: str) -> web.Response:
     state = request.app[STATE]
     state.metrics.bad_requests.labels(request.path.strip("/") or "-", reason).inc()
-    log.warning(json.dumps({"msg": "bad admission request", "path": request.path, "status": status,
-                            "error": message}))
+    log_event(log, logging.WARNING, "bad admission request", path=request.path, status=status, error=message)
     return web.json_response({"error": message}, status=status)
 
 
@@ -79,7 +79,7 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         state.metrics.errors.labels(endpoint).inc()
     for f in decision.findings:
         state.metrics.findings.labels(f.rule_id, f.severity.value, endpoint).inc()
-    log.info(json.dumps({"msg": "admission", **decision.log_fields(), "durationMs": round(elapsed * 1000, 3)}))
+    log_event(log, logging.INFO, "admission", **decision.log_fields(), durationMs=round(elapsed * 1000, 3))
     return web.json_response(response)
 
 
@@ -139,26 +139,3 @@ def make_metrics_app(state: State) -> web.Application:
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz)
     return app
-
-
-def json_logging(level: int = logging.INFO) -> None:
-    """One JSON object per line on stderr."""
-
-    class Formatter(logging.Formatter):
-        def format(self, record: logging.LogRecord) -> str:
-            msg = record.getMessage()
-            try:
-                payload: dict[str, Any] = json.loads(msg)
-                if not isinstance(payload, dict):
-                    raise ValueError
-            except ValueError:
-                payload = {"msg": msg}
-            return json.dumps({"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
-                               "logger": record.name, **payload})
-
-    handler = logging.StreamHandler()
-    handler.setFormatter(Formatter())
-    root = logging.getLogger("compatcheck")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False

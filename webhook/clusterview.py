@@ -25,6 +25,7 @@ from compatcheck.cluster import Cluster, build_cluster, is_gpu_resource
 from compatcheck.crl import CrlIndex, build_index
 from compatcheck.knowledge import KnowledgeBase
 from compatcheck.loader import crl_index, load_crl_objects, load_nodes
+from webhook.logs import log_event
 
 log = logging.getLogger("compatcheck.webhook.view")
 
@@ -46,6 +47,19 @@ class Snapshot:
     crl_valid: int = 0
     crl_invalid: int = 0
 
+    @classmethod
+    def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
+           synced: bool = True) -> Snapshot:
+        return cls(EvalContext(kb, cluster, index), synced, cluster.node_count if cluster else 0,
+                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid)
+
+    def publish(self, metrics: Any) -> None:
+        """Set the view gauges (one place for the static and the live view)."""
+        metrics.nodes.set(self.nodes)
+        metrics.node_classes.set(self.classes)
+        metrics.crl_loaded.set(self.crl_valid)
+        metrics.crl_invalid.set(self.crl_invalid)
+
 
 class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
@@ -64,11 +78,9 @@ class StaticView:
                 raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
             index, bad = crl_index(objects)
             for e in bad:
-                log.warning(json.dumps({"msg": "ignoring invalid CRL ConfigMap", "file": e.path, "error": e.message}))
+                log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
             invalid = len(bad)
-        self.snapshot = Snapshot(EvalContext(kb, cluster, index), True,
-                                 cluster.node_count if cluster else 0, len(cluster.classes) if cluster else 0,
-                                 sum(len(g) for g in index.groups.values()), invalid)
+        self.snapshot = Snapshot.of(kb, cluster, index, invalid)
 
     def start(self) -> None:
         pass
@@ -185,7 +197,7 @@ class _Watcher(threading.Thread):
                 if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
                     rv = None
                     self.on_restart("gone")
-                    log.info(json.dumps({"msg": "watch expired (410 Gone), re-listing", "resource": self.resource}))
+                    log_event(log, logging.INFO, "watch expired (410 Gone), re-listing", resource=self.resource)
                     continue
                 self._pause(backoff, f"api error {exc.status}")
                 backoff = min(backoff * 2, 30.0)
@@ -195,8 +207,8 @@ class _Watcher(threading.Thread):
 
     def _pause(self, backoff: float, reason: str) -> None:
         self.on_restart("error")
-        log.warning(json.dumps({"msg": "watch failed, reconnecting", "resource": self.resource, "error": reason,
-                                "retryIn": round(backoff, 2)}))
+        log_event(log, logging.WARNING, "watch failed, reconnecting", resource=self.resource, error=reason,
+              retryIn=round(backoff, 2))
         self.stop_event.wait(backoff * (0.5 + random.random()))
 
     def halt(self) -> None:
@@ -241,17 +253,12 @@ class LiveView:
         cluster = build_cluster(nodes, self.kb)
         index, invalid = build_index(crls)
         for obj, problems in invalid:
-            log.warning(json.dumps({"msg": "ignoring invalid CRL ConfigMap",
-                                    "name": (obj.get("metadata") or {}).get("name"), "error": problems[0][1]}))
+            log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
+                      name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
         synced = self.node_watch.synced.is_set() and self.crl_watch.synced.is_set()
-        valid = sum(len(g) for g in index.groups.values())
-        self.snapshot = Snapshot(EvalContext(self.kb, cluster, index), synced, cluster.node_count,
-                                 len(cluster.classes), valid, len(invalid))
+        self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), synced)
         if self.metrics is not None:
-            self.metrics.nodes.set(cluster.node_count)
-            self.metrics.node_classes.set(len(cluster.classes))
-            self.metrics.crl_loaded.set(valid)
-            self.metrics.crl_invalid.set(len(invalid))
+            self.snapshot.publish(self.metrics)
 
     def start(self) -> None:
         self.node_watch.start()

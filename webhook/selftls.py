@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compatcheck import certs
+from webhook.logs import log_event
 
 log = logging.getLogger("compatcheck.webhook.tls")
 RENEW_BEFORE = dt.timedelta(days=30)
@@ -93,7 +94,7 @@ class SelfManagedTLS:
                 try:
                     self._core().create_namespaced_secret(self.namespace, self._body(ca, ca_key, crt, key),
                                                           _preload_content=False)
-                    log.info(json.dumps({"msg": "created TLS secret", "secret": self.secret_name}))
+                    log_event(log, logging.INFO, "created TLS secret", secret=self.secret_name)
                 except ApiException as exc:
                     if exc.status != 409:  # 409: another replica created it first; use theirs
                         raise
@@ -108,7 +109,7 @@ class SelfManagedTLS:
             try:
                 self._core().replace_namespaced_secret(self.secret_name, self.namespace,
                                                        self._body(ca, ca_key, crt, key, rv), _preload_content=False)
-                log.info(json.dumps({"msg": "renewed serving certificate", "secret": self.secret_name}))
+                log_event(log, logging.INFO, "renewed serving certificate", secret=self.secret_name)
             except ApiException as exc:
                 if exc.status != 409:  # 409: someone else renewed in between; re-read theirs
                     raise
@@ -116,11 +117,9 @@ class SelfManagedTLS:
 
     # ------------------------------------------------------------------ files and caBundle
     def write_files(self, secret: dict[str, Any]) -> tuple[str, str]:
+        certs.write(self.out_dir, certs.Generated(self._decode(secret, "ca.crt"), self._decode(secret, "tls.crt"),
+                                                  self._decode(secret, "tls.key")))
         d = Path(self.out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        certs.write_secret_file(d / "tls.key", self._decode(secret, "tls.key"))
-        certs.write_atomic(d / "tls.crt", self._decode(secret, "tls.crt"))
-        certs.write_atomic(d / "ca.crt", self._decode(secret, "ca.crt"))
         return str(d / "tls.crt"), str(d / "tls.key")
 
     def patch_ca_bundles(self, ca_pem: bytes) -> int:
@@ -140,7 +139,7 @@ class SelfManagedTLS:
                 cfg = json.loads(read(name, _preload_content=False).data)
             except ApiException as exc:
                 if exc.status == 404:
-                    log.warning(json.dumps({"msg": "webhook configuration not found", "name": name}))
+                    log_event(log, logging.WARNING, "webhook configuration not found", name=name)
                     continue
                 raise
             ops = [{"op": "replace" if (w.get("clientConfig") or {}).get("caBundle") else "add",
@@ -154,7 +153,7 @@ class SelfManagedTLS:
                            "value": cfg["metadata"]["resourceVersion"]})
             patch(name, ops, _preload_content=False)
             changed += 1
-            log.info(json.dumps({"msg": "patched caBundle", "configuration": name, "webhooks": len(ops) - 1}))
+            log_event(log, logging.INFO, "patched caBundle", configuration=name, webhooks=len(ops) - 1)
         return changed
 
     def bootstrap(self) -> tuple[str, str]:
@@ -169,4 +168,4 @@ class SelfManagedTLS:
             try:
                 self.bootstrap()
             except Exception as exc:  # keep serving the current certificate; try again next round
-                log.warning(json.dumps({"msg": "certificate renewal failed", "error": str(exc)}))
+                log_event(log, logging.WARNING, "certificate renewal failed", error=str(exc))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import os
 import signal
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from webhook.app import State, make_app, make_metrics_app
+from webhook.logs import log_event
 from webhook.metrics import Metrics
 
 log = logging.getLogger("compatcheck.webhook")
@@ -80,12 +80,12 @@ class CertReloader:
         try:
             self.ctx.load_cert_chain(self.cert_file, self.key_file)
         except (ssl.SSLError, OSError) as exc:  # a half-written pair: keep serving the old one, retry later
-            log.warning(json.dumps({"msg": "certificate reload failed, keeping the current one", "error": str(exc)}))
+            log_event(log, logging.WARNING, "certificate reload failed, keeping the current one", error=str(exc))
             return False
         self.stamp = stamp
         self.metrics.cert_reloads.inc()
         self._expiry()
-        log.info(json.dumps({"msg": "certificate reloaded", "certFile": self.cert_file}))
+        log_event(log, logging.INFO, "certificate reloaded", certFile=self.cert_file)
         return True
 
     async def run(self, interval: float) -> None:
@@ -116,13 +116,13 @@ async def serve(state: State, options: ServeOptions, started: asyncio.Event | No
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 50)
-    log.info(json.dumps({"msg": "serving", "port": options.port, "metricsPort": options.metrics_port,
-                         "rules": len(state.ruleset), "mode": state.settings.mode}))
+    log_event(log, logging.INFO, "serving", port=options.port, metricsPort=options.metrics_port,
+              rules=len(state.ruleset), mode=state.settings.mode)
     if started is not None:
         started.set()
     await stop.wait()
-    log.info(json.dumps({"msg": "shutting down: no new connections, finishing in-flight requests",
-                         "inflight": state.inflight}))
+    log_event(log, logging.INFO, "shutting down: no new connections, finishing in-flight requests",
+              inflight=state.inflight)
     reload_task.cancel()
     # Stop accepting first, then let every request that is already in flight (even one still receiving its
     # body) complete, and only then close connections: runner.cleanup() alone would cut those bodies short.
@@ -134,5 +134,5 @@ async def serve(state: State, options: ServeOptions, started: asyncio.Event | No
         await asyncio.sleep(0.05)
     await runner.cleanup()
     await metrics_runner.cleanup()
-    log.info(json.dumps({"msg": "stopped"}))
+    log_event(log, logging.INFO, "stopped")
     return 0

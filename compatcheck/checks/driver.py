@@ -9,7 +9,14 @@ from typing import Any
 
 from compatcheck.checks import register
 from compatcheck.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation, admits_projected
-from compatcheck.cluster import NodeClass, build_cluster, required_terms
+from compatcheck.cluster import (
+    DRIVER_CUDA_LABELS,
+    DRIVER_FULL_LABEL,
+    DRIVER_PART_LABELS,
+    NodeClass,
+    build_cluster,
+    required_terms,
+)
 from compatcheck.fixes import set_path_ops
 from compatcheck.jsonutil import sequence
 from compatcheck.knowledge import DriverVerdict
@@ -75,8 +82,7 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
         yield Violation(msg, rt.pointer, c.name, fix)
 
 
-GFD_KEYS = ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor")
-PLATFORM_KEYS = ("cuda-major-version", "cuda-minor-version")
+GFD_KEYS, PLATFORM_KEYS = DRIVER_CUDA_LABELS[0], DRIVER_CUDA_LABELS[-1]
 
 
 def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
@@ -131,22 +137,18 @@ register(CheckType(
 ))
 
 
-DRIVER_KEYS = ("cuda-major-version", "cuda-minor-version", "nvidia.com/cuda.runtime-version.major",
-               "nvidia.com/cuda.runtime-version.minor", "nvidia.com/cuda.runtime.major",
-               "nvidia.com/cuda.runtime.minor", "nvidia.com/cuda.driver-version.major",
-               "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver-version.full")
+DRIVER_KEYS = frozenset({*(k for pair in DRIVER_CUDA_LABELS for k in pair), DRIVER_FULL_LABEL,
+                         *(prefix + "major" for prefix, _rev in DRIVER_PART_LABELS)})
 
 
 def _universe(a: PodAnalysis) -> list[NodeClass]:
     """One synthetic node per known driver branch (plus any full driver version the pod names)."""
     nodes = []
     for branch, cuda in a.ctx.kb.branches:
-        nodes.append({"metadata": {"name": f"R{branch}", "labels": {
-            "cuda-major-version": str(cuda.major), "cuda-minor-version": str(cuda.minor),
-            "nvidia.com/cuda.runtime-version.major": str(cuda.major),
-            "nvidia.com/cuda.runtime-version.minor": str(cuda.minor),
-            "nvidia.com/cuda.runtime.major": str(cuda.major), "nvidia.com/cuda.runtime.minor": str(cuda.minor),
-            "nvidia.com/cuda.driver-version.major": str(branch), "nvidia.com/cuda.driver.major": str(branch)}}})
+        labels = {key: str(part) for keys in DRIVER_CUDA_LABELS for key, part in zip(keys, (cuda.major, cuda.minor),
+                                                                                          strict=True)}
+        labels.update({prefix + "major": str(branch) for prefix, _rev in DRIVER_PART_LABELS})
+        nodes.append({"metadata": {"name": f"R{branch}", "labels": labels}})
     return build_cluster(nodes, a.ctx.kb).classes
 
 

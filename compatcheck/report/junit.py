@@ -10,14 +10,10 @@ from compatcheck.model import Finding
 from compatcheck.report.model import LintReport
 
 
-def _obj(f: Finding) -> str:
-    return f"{f.obj.kind} {f.obj.namespace + '/' if f.obj.namespace else ''}{f.obj.name or '<unnamed>'}"
-
-
 def render(report: LintReport) -> str:
     grouped: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
     for f in report.findings:
-        grouped[(f.source.path if f.source else "-", _obj(f), f.rule_id)].append(f)
+        grouped[(f.source.path if f.source else "-", f.obj.describe(), f.rule_id)].append(f)
     failing_objects = {(path, obj) for path, obj, _rule in grouped}
     suite = ET.Element("testsuite", name="compatcheck")
     tests = failures = errors = 0
@@ -32,7 +28,7 @@ def render(report: LintReport) -> str:
         failures += 1
     seen = set()
     for path, ref in report.objects_seen:
-        obj = f"{ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name or '<unnamed>'}"
+        obj = ref.describe()
         if (path, obj) in failing_objects or (path, obj) in seen:
             continue
         seen.add((path, obj))
@@ -44,10 +40,9 @@ def render(report: LintReport) -> str:
         err.text = f"{e.path}:{e.line or '-'} {e.message}"
         tests += 1
         errors += 1
-    for el in (suite,):
-        el.set("tests", str(tests))
-        el.set("failures", str(failures))
-        el.set("errors", str(errors))
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
     root = ET.Element("testsuites", name="compatcheck", tests=str(tests), failures=str(failures), errors=str(errors))
     root.append(suite)
     ET.indent(root)
