@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict
 
 from compatcheck.checks.base import EvalContext
 from compatcheck.config import Config
-from compatcheck.engine import EvalResult, evaluate
+from compatcheck.engine import Problem, evaluate
 from compatcheck.fixes import apply_fixes
-from compatcheck.jsonutil import mapping
+from compatcheck.jsonutil import dumps, mapping
 from compatcheck.model import Applicability, Finding, Severity
-from compatcheck.rules import Rule, RuleSet
+from compatcheck.rules import RuleSet
 from compatcheck.suppress import split_suppressed
 from compatcheck.workloads import object_ref
 
@@ -167,67 +166,85 @@ def _opted_out(obj: dict[str, Any]) -> bool:
     return mapping(mapping(obj.get("metadata")).get("labels")).get(OPT_OUT_LABEL) == "true"
 
 
-class EvaluationCache:
-    """Memo of engine results for objects that differ only in identity metadata.
+@dataclass(frozen=True)
+class Evaluated:
+    """What admission needs from one evaluation: the findings left after suppression annotations (when
+    honoured), and the problems (bad input, internal errors of a rule)."""
 
-    The Pods of one ReplicaSet (or Job) reach the webhook one by one and differ only in name, uid,
-    ownerReferences and timestamps, none of which a rule reads; they share one evaluation. The key is the
-    whole object minus those fields; the cache is dropped whenever the cluster snapshot changes. A hit
-    gives exactly what a fresh evaluation would (findings are re-bound to the object at hand).
+    findings: list[Finding]
+    problems: list[Problem]
+
+
+def _evaluate_fresh(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
+                    suppressions: bool) -> Evaluated:
+    result = evaluate(obj, rules, ctx, severities=severities)
+    findings = result.findings
+    if suppressions and findings:
+        findings, _silenced = split_suppressed(findings, obj, result.pods)
+    return Evaluated(findings, result.problems)
+
+
+class EvaluationCache:
+    """Memo of evaluations of objects that differ only in identity metadata.
+
+    Admission traffic repeats itself: the Pods of one ReplicaSet or Job differ only in name, uid,
+    ownerReferences and timestamps; a Deployment is re-applied unchanged by CI or GitOps; an UPDATE's
+    oldObject was the object of an earlier request. No rule reads identity metadata, and suppression
+    annotations are part of the key, so such objects share one evaluation. The key is a digest of the
+    object minus that metadata; the cache is dropped whenever the cluster snapshot changes. A hit gives
+    exactly what a fresh evaluation would: findings are re-bound to the object at hand, and config
+    exemptions (which may name namespaces and objects) are applied after it, per object.
     """
 
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._ctx: EvalContext | None = None
-        self._data: OrderedDict[tuple[tuple[str, ...], bytes], EvalResult] = OrderedDict()
+        self._data: OrderedDict[tuple[tuple[str, ...], bool, bytes], Evaluated] = OrderedDict()
         self.hits = self.misses = 0
 
     @staticmethod
     def key(obj: dict[str, Any]) -> bytes:
-        """A 128-bit digest of the object without its identity metadata (memory: 16 bytes, not the JSON)."""
+        """A 128-bit digest of the object without its identity metadata (memory: 16 bytes, not the JSON).
+        Key order is kept as received: the API server serialises one object the same way every time, and a
+        different order only costs a miss."""
         meta = mapping(obj.get("metadata"))
         reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
-        reduced["metadata"] = {"annotations": meta.get("annotations"), "labels": meta.get("labels")}
-        text = json.dumps(reduced, sort_keys=True, separators=(",", ":"), default=str)
-        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+        reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
+        return hashlib.blake2b(dumps(reduced), digest_size=16).digest()
 
-    def evaluate(self, obj: dict[str, Any], rules: list[Rule], ctx: EvalContext,
-                 severities: dict[str, Severity]) -> EvalResult:
+    def evaluate(self, obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
+                 suppressions: bool) -> Evaluated:
         if ctx is not self._ctx:
             self._data.clear()
             self._ctx = ctx
-        k = (tuple(r.id for r in rules), self.key(obj))
+        k = (rules.signature, suppressions, self.key(obj))
         cached = self._data.get(k)
+        if cached is None:
+            self.misses += 1
+            cached = self._data[k] = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
+            if len(self._data) > self.size:
+                self._data.popitem(last=False)
+            return Evaluated(list(cached.findings), list(cached.problems))
+        self.hits += 1
+        self._data.move_to_end(k)
         ref = object_ref(obj)
-        if cached is not None:
-            self.hits += 1
-            self._data.move_to_end(k)
-            return EvalResult([replace(f, obj=ref) for f in cached.findings], list(cached.problems))  # pods: None
-        self.misses += 1
-        result = evaluate(obj, rules, ctx, severities=severities)
-        # The pod targets point into this object: never hand them out with another object's findings.
-        self._data[k] = EvalResult(result.findings, result.problems)
-        if len(self._data) > self.size:
-            self._data.popitem(last=False)
-        return result
+        return Evaluated([replace(f, obj=ref) for f in cached.findings], list(cached.problems))
 
 
-def _evaluate(obj: dict[str, Any], rules: list[Rule], ctx: EvalContext, settings: AdmissionSettings,
-              cache: EvaluationCache | None = None) -> tuple[list[Finding], EvalResult]:
-    # Only controller-created Pods come in families of identical siblings; for anything else the key's
-    # hashing would be pure cost.
-    if cache is not None and _is_owned_pod(obj):
-        result = cache.evaluate(obj, rules, ctx, settings.config.severities)
+def _evaluate(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
+              cache: EvaluationCache | None = None) -> Evaluated:
+    severities, suppressions = settings.config.severities, settings.annotation_exemptions
+    if cache is not None:
+        done = cache.evaluate(obj, rules, ctx, severities, suppressions)
     else:
-        result = evaluate(obj, rules, ctx, severities=settings.config.severities)
-    findings = [f for f in result.findings if not settings.config.exempt(f, None)]
-    if settings.annotation_exemptions:
-        findings, _silenced = split_suppressed(findings, obj, result.pods)
-    return findings, result
+        done = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
+    if settings.config.exemptions and done.findings:
+        return Evaluated([f for f in done.findings if not settings.config.exempt(f, None)], done.problems)
+    return done
 
 
-def _internal_errors(result: EvalResult) -> list[str]:
-    return [p.message for p in result.problems if p.internal]
+def _internal_errors(done: Evaluated) -> list[str]:
+    return [p.message for p in done.problems if p.internal]
 
 
 def _failure(req: Request, decision: Decision, settings: AdmissionSettings, error: str) -> dict[str, Any]:
@@ -276,9 +293,9 @@ def _key(f: Finding) -> tuple[str, str, str]:
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
               owned: bool, cache: EvaluationCache | None) -> dict[str, Any]:
     assert req.obj is not None
-    rules = list(ruleset)
-    findings, result = _evaluate(req.obj, rules, ctx, settings, cache)
-    errors = _internal_errors(result)
+    done = _evaluate(req.obj, ruleset, ctx, settings, cache)
+    findings = done.findings
+    errors = _internal_errors(done)
     if errors:
         return _failure(req, decision, settings, errors[0])
     decision.findings = findings
@@ -286,15 +303,14 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
     if req.operation == "UPDATE" and req.old is not None:
         # Ratchet: problems the stored object already had never block an update (people must be able to fix
         # other things); only newly introduced ones deny.
-        old_findings, _ = _evaluate(req.old, rules, ctx, settings, cache)
-        preexisting = {_key(f) for f in old_findings}
+        preexisting = {_key(f) for f in _evaluate(req.old, ruleset, ctx, settings, cache).findings}
     blocking = [f for f in findings if f.severity.rank >= settings.deny_on.rank and _key(f) not in preexisting]
     if owned and settings.owned_pods == "warn":
         blocking = []
     visible = sorted((f for f in findings if f.severity.rank >= Severity.WARNING.rank),
                      key=lambda f: (-f.severity.rank, f.rule_id))
     payload: ResponsePayload = {"allowed": True}
-    problems = [p.message for p in result.problems]
+    problems = [p.message for p in done.problems]
     if settings.mode == "audit":
         if findings:
             payload["auditAnnotations"] = {
@@ -322,27 +338,26 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     import jsonpatch  # the final patch is a diff, so it is valid RFC 6902 whatever order fixes were made in
 
     assert req.obj is not None
-    wanted = settings.mutations | settings.allow_unsafe
-    rules = [r for r in ruleset if r.id in wanted and r.fix_applicability is not None]
-    if not rules:
+    rules = ruleset.fixable(settings.mutations | settings.allow_unsafe)
+    if not len(rules):
         return _envelope(req, {"allowed": True})
     original = req.obj
     current = original
     applied: list[Finding] = []
     for _round in range(3):  # fixes converge in one round by design; the bound only guards against a bad rule
-        findings, result = _evaluate(current, rules, ctx, settings, cache)
-        errors = _internal_errors(result)
+        done = _evaluate(current, rules, ctx, settings, cache)
+        errors = _internal_errors(done)
         if errors:
             return _failure(req, decision, settings, errors[0])
-        allowed = [f for f in findings if f.fix is not None and (
+        allowed = [f for f in done.findings if f.fix is not None and (
             (f.fix.applicability is Applicability.SAFE and f.rule_id in settings.mutations)
             or (f.fix.applicability is Applicability.UNSAFE and f.rule_id in settings.allow_unsafe))]
         if not allowed:
             break
-        current, done = apply_fixes(current, allowed, {Applicability.SAFE, Applicability.UNSAFE})
-        if not done:
+        current, fixed = apply_fixes(current, allowed, {Applicability.SAFE, Applicability.UNSAFE})
+        if not fixed:
             break
-        applied.extend(done)
+        applied.extend(fixed)
     patch = jsonpatch.make_patch(original, current).patch if applied else []
     if not patch:
         return _envelope(req, {"allowed": True})
@@ -350,7 +365,7 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     decision.findings = applied
     payload: ResponsePayload = {
         "allowed": True, "patchType": "JSONPatch",
-        "patch": base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode(),
+        "patch": base64.b64encode(dumps(patch)).decode(),
         "warnings": [_short(f"compatcheck set: {f.fix.description} ({f.rule_id})", MAX_WARNING)
                      for f in applied if f.fix is not None][:20],
     }

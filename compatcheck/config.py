@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from compatcheck.model import Finding, Severity
-from compatcheck.rules import RuleProblem, RuleSet, schema_problems
+from compatcheck.rules import ParamsError, RuleProblem, RuleSet, schema_problems
 
 CONFIG_NAMES = (".compatcheck.yaml", ".compatcheck.yml")
 DEFAULT_DOCS_URL = "https://github.com/compatcheck/compatcheck/blob/main/docs/rules.md"
@@ -189,10 +189,16 @@ def apply_to_ruleset(config: Config, ruleset: RuleSet) -> RuleSet:
         if rule_id not in rules:
             continue
         merged = _deep_merge(rules[rule_id].params, override)
-        for p in schema_problems(merged, rules[rule_id].check.params_schema, path):
+        invalid = schema_problems(merged, rules[rule_id].check.params_schema, path)
+        for p in invalid:
             problems.append(RuleProblem(path, f"/rules/{rule_id}/params{p.pointer}",
                                         f"rules.{rule_id}.params: {p.message}"))
-        rules[rule_id] = replace(rules[rule_id], params=merged)
+        if invalid:
+            continue
+        try:
+            rules[rule_id] = replace(rules[rule_id], params=merged)
+        except ParamsError as exc:
+            problems.append(RuleProblem(path, f"/rules/{rule_id}/params", f"rules.{rule_id}.params: {exc}"))
     if problems:
         raise ConfigError(problems)
     return RuleSet({k: v for k, v in rules.items() if k not in config.disabled})

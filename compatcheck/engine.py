@@ -46,17 +46,16 @@ class ObjectTarget:
 def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
              severities: dict[str, Severity] | None = None) -> EvalResult:
     """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared."""
-    rules = list(ruleset)
+    rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj)
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}
     seen_problems: set[tuple[str, str]] = set()
     target = ObjectTarget(obj, pods)
-    for rule in rules:
-        if rule.check.target == "object":
-            _collect(rule, result, ref, sev, seen_problems, target, ctx)
-    pod_rules = [r for r in rules if r.check.target == "pod" and (ctx.cluster is not None or not r.needs_nodes)]
+    for rule in rules.object_rules:
+        _collect(rule, result, ref, sev, seen_problems, target, ctx)
+    pod_rules = rules.pod_rules if ctx.cluster is not None else rules.offline_pod_rules
     if not pod_rules:
         return result
     for pod in pods:
@@ -71,7 +70,7 @@ def evaluate(obj: dict[str, Any], ruleset: RuleSet | Iterable[Rule], ctx: EvalCo
 def _collect(rule: Rule, result: EvalResult, ref: ObjectRef, severities: dict[str, Severity],
              seen_problems: set[tuple[str, str]], *target: Any) -> None:
     try:
-        violations: list[Violation] = list(rule.check.evaluate(*target, rule.params))
+        violations: list[Violation] = list(rule.check.evaluate(*target, rule.prepared))
     except Exception as exc:  # a bug in one check must not take the linter or the webhook down
         result.problems.append(Problem(f"internal error in rule {rule.id}: {type(exc).__name__}: {exc}", "",
                                        rule.id, internal=True))

@@ -1,8 +1,22 @@
-"""Typed access to untrusted JSON/YAML values: a wrong type reads as empty, never raises. Pure."""
+"""Typed access to untrusted JSON/YAML values (a wrong type reads as empty, never raises), and fast JSON
+encoding and decoding for the admission path. Pure.
+
+orjson (installed with the webhook extra) decodes 2x and encodes 15x faster than the json module, which
+matters when every admission request is decoded once and encoded three times (cache key, answer, log
+line). Where orjson refuses what the json module accepts (integers past 64 bits, NaN literals), the json
+module answers, so the result never depends on which one is installed.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+orjson: Any
+try:
+    import orjson
+except ImportError:  # a core install: the linter does not need it
+    orjson = None
 
 
 def mapping(value: Any) -> dict[str, Any]:
@@ -15,3 +29,24 @@ def sequence(value: Any) -> list[Any]:
 
 def text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse JSON; raises json.JSONDecodeError (or UnicodeDecodeError) with the json module's message."""
+    if orjson is not None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # let the json module decide, and word the error
+    return json.loads(raw)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes; values that are not JSON types are written as str()."""
+    if orjson is not None:
+        try:
+            encoded: bytes = orjson.dumps(value, default=str)
+            return encoded
+        except TypeError:  # e.g. an integer past 64 bits
+            pass
+    return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False).encode()

@@ -167,7 +167,7 @@ class KnowledgeBase:
 
     def lowest_branch_for(self, cuda: Version) -> int | None:
         key = cuda.major_minor()
-        return _memo(self._branch_cache, key, lambda: next(
+        return memo(self._branch_cache, key, lambda: next(
             (branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None))
 
     def toolkit_driver(self, cuda: Version) -> Version | None:
@@ -185,7 +185,7 @@ class KnowledgeBase:
                 driver_cuda: Version | None = None) -> DriverVerdict:
         """Can a node whose driver is ``driver`` (or whose driver CUDA is ``driver_cuda``) run ``runtime``?
         Memoised: a cluster has few (runtime, driver) pairs and every pod asks again."""
-        return _memo(self._verdict_cache, (runtime, driver, driver_cuda),
+        return memo(self._verdict_cache, (runtime, driver, driver_cuda),
                      lambda: self._verdict(runtime, driver, driver_cuda))
 
     def _verdict(self, runtime: Version, driver: Version | None, driver_cuda: Version | None) -> DriverVerdict:
@@ -267,7 +267,7 @@ class KnowledgeBase:
     def image_cuda(self, image: str) -> ImageCuda | None:
         """CUDA runtime of an image reference per the pattern table; None if no pattern matches.
         Cached: the same images recur across thousands of manifests."""
-        return _memo(self._image_cache, image, lambda: self._image_cuda(image))
+        return memo(self._image_cache, image, lambda: self._image_cuda(image))
 
     def _image_cuda(self, image: str) -> ImageCuda | None:
         for pat in self.images:
@@ -304,7 +304,7 @@ _MISSING: Any = object()
 MEMO_LIMIT = 100_000  # entries per memo: inputs come from manifests, so the key space is not ours to bound
 
 
-def _memo(cache: dict[K, V], key: K, compute: Callable[[], V]) -> V:
+def memo(cache: dict[K, V], key: K, compute: Callable[[], V]) -> V:
     """``cache[key]``, computed on first use (None is a valid answer); stops growing at MEMO_LIMIT."""
     found = cache.get(key, _MISSING)
     if found is _MISSING:

@@ -26,7 +26,6 @@ from compatcheck.manifests import (
 )
 from compatcheck.model import Finding, InputError, SourceRef
 from compatcheck.report.model import LintReport, Silenced
-from compatcheck.rules import Rule
 from compatcheck.suppress import split_suppressed
 from compatcheck.workloads import object_ref
 
@@ -91,8 +90,9 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
              keep: list[LintedObject] | None = None) -> LintReport:
     report = LintReport()
     parsed, ctx = prepare(paths, loaded, options, report, texts)
-    rules: list[Rule] = [r for r in loaded.ruleset if options.only is None or r.id in options.only]
-    report.rules = rules
+    only = options.only
+    rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
+    report.rules = list(rules)
     config = options.config
     remaining = Counter(options.baseline) if options.baseline else None
     for pf in parsed:

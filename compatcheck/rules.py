@@ -7,12 +7,17 @@ check type's ``params_schema`` happens here; every problem is collected before f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from compatcheck import checks
 from compatcheck.checks.base import CheckType, UnknownCheckType
 from compatcheck.model import Applicability, Severity
+
+
+class ParamsError(ValueError):
+    """Params that pass the schema but cannot be prepared (a regex that does not compile)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,18 @@ class Rule:
     references: tuple[str, ...]
     origin: str  # file the rule came from
     builtin: bool = True
+    # What the check's evaluate receives: its params, prepared once (recomputed by dataclasses.replace).
+    prepared: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        prepare = self.check.prepare
+        if prepare is None:
+            object.__setattr__(self, "prepared", self.params)
+            return
+        try:
+            object.__setattr__(self, "prepared", prepare(self.params))
+        except Exception as exc:  # e.g. a regex that does not compile: the rule is unusable, say why
+            raise ParamsError(f"check {self.check.name} params: {type(exc).__name__}: {exc}") from None
 
     @property
     def needs_nodes(self) -> bool:
@@ -83,14 +100,44 @@ def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: boo
         if problems:
             return None, problems
     docs = doc["docs"]
-    rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
-                docs["remediation"], tuple(docs["references"]), origin, builtin)
+    try:
+        rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
+                    docs["remediation"], tuple(docs["references"]), origin, builtin)
+    except ParamsError as exc:
+        return None, [RuleProblem(origin, "/check/params", str(exc))]
     return rule, []
 
 
 @dataclass
 class RuleSet:
+    """The rules in force, iterated in id order. Treat as immutable once built: the order is computed once
+    (every admission request iterates it)."""
+
     rules: dict[str, Rule]
+    ordered: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    # The same rules split by what the engine hands them, so evaluation does not re-split per object.
+    object_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    offline_pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)  # need no --nodes
+    signature: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the ids, for memo keys
+    _fixable: dict[frozenset[str], RuleSet] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ordered = tuple(sorted(self.rules.values(), key=lambda r: r.id))
+        self.object_rules = tuple(r for r in self.ordered if r.check.target == "object")
+        self.pod_rules = tuple(r for r in self.ordered if r.check.target == "pod")
+        self.offline_pod_rules = tuple(r for r in self.pod_rules if not r.needs_nodes)
+        self.signature = tuple(r.id for r in self.ordered)
+
+    def subset(self, keep: Callable[[Rule], bool]) -> RuleSet:
+        return RuleSet({r.id: r for r in self.ordered if keep(r)})
+
+    def fixable(self, wanted: frozenset[str]) -> RuleSet:
+        """The rules among ``wanted`` that have a fix; memoised (the webhook asks on every mutation)."""
+        found = self._fixable.get(wanted)
+        if found is None:
+            found = self._fixable[wanted] = self.subset(lambda r: r.id in wanted and r.fix_applicability is not None)
+        return found
 
     def get(self, rule_id: str) -> Rule:
         try:
@@ -99,7 +146,7 @@ class RuleSet:
             raise KeyError(f"no such rule: {rule_id!r}") from None
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(sorted(self.rules.values(), key=lambda r: r.id))
+        return iter(self.ordered)
 
     def __len__(self) -> int:
         return len(self.rules)

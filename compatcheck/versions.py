@@ -7,7 +7,7 @@ field, missing fields counting as zero, exactly as libnvidia-container compares 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, total_ordering
 
 _VERSION_RE = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?$")
@@ -22,6 +22,14 @@ class VersionError(ValueError):
 class Version:
     parts: tuple[int, ...]
     text: str
+    # The comparison key (missing fields as zero), computed once: versions are hashed and compared in every
+    # driver verdict lookup.
+    _cmp: tuple[int, ...] = field(init=False, repr=False, compare=False, hash=False)
+    _mm: Version | None = field(init=False, repr=False, compare=False, hash=False)  # major_minor(), made once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cmp", self.parts + (0,) * (4 - len(self.parts)))
+        object.__setattr__(self, "_mm", self if len(self.parts) == 2 else None)
 
     @property
     def major(self) -> int:
@@ -31,29 +39,28 @@ class Version:
     def minor(self) -> int:
         return self.parts[1] if len(self.parts) > 1 else 0
 
-    def _key(self) -> tuple[int, ...]:
-        return self.parts + (0,) * (4 - len(self.parts))
-
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Version):
             return NotImplemented
-        return self._key() < other._key()
+        return self._cmp < other._cmp
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Version):
             return NotImplemented
-        return self._key() == other._key()
+        return self._cmp == other._cmp
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(self._cmp)
 
     def __str__(self) -> str:
         return self.text
 
     def major_minor(self) -> Version:
-        if len(self.parts) == 2:
-            return self
-        return Version((self.major, self.minor), f"{self.major}.{self.minor}")
+        mm = self._mm
+        if mm is None:
+            mm = Version((self.major, self.minor), f"{self.major}.{self.minor}")
+            object.__setattr__(self, "_mm", mm)
+        return mm
 
 
 def parse_version(text: object, *, what: str = "version") -> Version:

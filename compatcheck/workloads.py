@@ -102,6 +102,11 @@ for _wk in WORKLOAD_KINDS:
         _BY_KEY[key] = _wk
 
 
+def known_kind_names() -> frozenset[str]:
+    """Every kind name in the table (for bounding metric labels to a closed set)."""
+    return frozenset(kind for _group, kind in _BY_KEY)
+
+
 def api_group(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 

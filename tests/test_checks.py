@@ -53,6 +53,9 @@ def _rule(ctype: str, params: dict[str, Any]) -> dict[str, Any]:
     ("env-required", {"when": "gpu-manager"}, "is a required property"),
     ("node-eligibility", {"mode": "maybe"}, "is not one of"),
     ("crl-policy", {"mode": "limit-required", "extra": True}, "was unexpected"),
+    # Valid by the schema, but the check cannot prepare it: caught at load time, not per object.
+    ("framework-capability", {"frameworks": [{"name": "x", "minComputeCapability": "7.0", "source": "s",
+                                              "image": "vllm/vllm-openai:(?P<version"}]}, "error: missing"),
 ])
 def test_invalid_params_are_rejected_with_the_check_name(ctype: str, params: dict[str, Any], message: str) -> None:
     from compatcheck.loader import packaged_schema

@@ -133,6 +133,9 @@ def test_config_found_walking_up_with_severity_and_params(tmp_path: Path) -> Non
     ("apiVersion: compatcheck/v1\nrules:\n  no-such-rule: off\n", "unknown rule 'no-such-rule'", None),
     ("apiVersion: compatcheck/v1\nrules:\n  vgpu-cuda-unsupported: {params: {ceiling: twelve}}\n",
      "rules.vgpu-cuda-unsupported.params", None),
+    ("apiVersion: compatcheck/v1\nrules:\n  gpu-below-framework-minimum: {params: {frameworks: [\n"
+     "    {name: x, minComputeCapability: '7.0', source: s, image: '(?P<version'}]}}\n",
+     "rules.gpu-below-framework-minimum.params: check framework-capability params: error: missing", None),
     ("apiVersion: compatcheck/v1\nrules: [\n", "invalid YAML", 3),
 ])
 def test_invalid_config_is_located(tmp_path: Path, config: str, message: str, line: int | None) -> None:

