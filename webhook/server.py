@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from webhook.app import State, make_app, make_metrics_app
+from webhook.app import State, decisions, make_app, make_metrics_app
 from webhook.logs import log_event
 from webhook.metrics import Metrics
 
@@ -134,5 +134,6 @@ async def serve(state: State, options: ServeOptions, started: asyncio.Event | No
         await asyncio.sleep(0.05)
     await runner.cleanup()
     await metrics_runner.cleanup()
+    decisions.flush()
     log_event(log, logging.INFO, "stopped")
     return 0
