@@ -250,7 +250,7 @@ async def main() -> None:
                 synced = time.perf_counter() - t
                 r = await fixed_rate(f"https://localhost:{live_port}", ctx, payloads, 200, min(args.duration, 5))
                 print(f"  live view of {args.nodes} nodes (fake API server, list + watch): ready in {synced:.1f} s, "
-                      f"RSS {rss_mib(live.pid):.0f} MiB, p99 @ 200 req/s {r['p99']:.2f} ms")
+                      f"RSS {rss_mib(live.pid):.1f} MiB ({rss_mib(live.pid) * 1.048576:.1f} MB), p99 @ 200 req/s {r['p99']:.2f} ms")
             finally:
                 stop(live)
                 api.stop()
