@@ -199,6 +199,7 @@ class EvaluationCache:
     def __init__(self, size: int = 1024) -> None:
         self.size = size
         self._ctx: EvalContext | None = None
+        self._severities: dict[str, Severity] | None = None
         self._data: OrderedDict[tuple[tuple[str, ...], bool, bytes], Evaluated] = OrderedDict()
         self.hits = self.misses = 0
 
@@ -214,9 +215,9 @@ class EvaluationCache:
 
     def evaluate(self, obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
                  suppressions: bool) -> Evaluated:
-        if ctx is not self._ctx:
+        if ctx is not self._ctx or severities is not self._severities:  # a new snapshot or config
             self._data.clear()
-            self._ctx = ctx
+            self._ctx, self._severities = ctx, severities
         k = (rules.signature, suppressions, self.key(obj))
         cached = self._data.get(k)
         if cached is None:

@@ -323,3 +323,6 @@ def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: L
     assert not review(request(base), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
     assert review(request(in_lab), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
     assert review(request(silenced), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
+    # Other severities (another config) must not be answered from the old entries.
+    milder = AdmissionSettings.from_config(Config(severities={r: Severity.WARNING for r in exempted}))
+    assert review(request(base), "validate", loaded.ruleset, ctx, milder, cache)[0]["response"]["allowed"]
