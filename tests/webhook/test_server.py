@@ -188,9 +188,13 @@ def test_health_ready_and_metrics(server: Server) -> None:
         r = c.getresponse()
         assert r.status == 200 and r.read().startswith(b"ok")
     server.post("/validate", review_body("0016-Deployment-CREATE.json"))
+    odd = json.loads(review_body("0016-Deployment-CREATE.json"))
+    odd["request"]["kind"]["kind"] = odd["request"]["object"]["kind"] = "Made-Up-Kind-" + "x" * 40
+    server.post("/validate", json.dumps(odd).encode())
     text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
     assert 'compatcheck_admission_requests_total{endpoint="validate",kind="Deployment",operation="CREATE",' \
            'result="denied"}' in text
+    assert 'kind="other"' in text and "Made-Up-Kind" not in text  # callers cannot grow the label set
     assert "compatcheck_admission_duration_seconds_bucket" in text
     assert 'compatcheck_findings_total{endpoint="validate",rule="dtype-unsupported-by-gpu",severity="error"}' in text
     assert "compatcheck_certificate_expiry_timestamp_seconds" in text
