@@ -9,7 +9,8 @@ violating) to `compatcheck webhook serve` (static view from examples/cluster-pro
   - saturation throughput (closed loop, 64 connections) of the webhook and of a bare aiohttp endpoint that
     answers a constant AdmissionReview over the same TLS, alternated over several rounds, their median
     ratio, and each server's CPU time per request;
-  - RSS of the webhook with a live view of N nodes served by a fake API server (kubernetes client, list + watch).
+  - RSS of the webhook with a live view of N nodes served by a fake API server (kubernetes client, list + watch);
+    the Nodes carry what a cloud provider and GPU Feature Discovery put there (~40 labels, 30 images).
 The webhook logs as in production (one JSON line per decision, at the default level, to a discarded
 stderr). Server and load generator share the machine's cores, so the figures are conservative.
 """
@@ -166,6 +167,48 @@ async def compare(url: str, bare_url: str, ctx: ssl.SSLContext, load: list[bytes
             "wh_cpu": med(wh_cpu), "bare_cpu": med(bare_cpu)}
 
 
+POOLS = [  # product, driver, compute capability, memory MiB, GPUs per node, instance type
+    ("Tesla-T4", "535.104.05", (7, 5), 15360, 1, "g4dn.xlarge"),
+    ("NVIDIA-A100-SXM4-80GB", "550.54.15", (8, 0), 81920, 8, "p4de.24xlarge"),
+    ("NVIDIA-H100-80GB-HBM3", "570.124.06", (9, 0), 81559, 8, "p5.48xlarge"),
+    ("NVIDIA-L4", "550.54.15", (8, 9), 23034, 4, "g6.12xlarge"),
+]
+
+
+def gfd_node(i: int) -> dict[str, Any]:
+    """A Node as a cloud provider and GPU Feature Discovery label it (~40 labels, a status with images), so
+    the RSS figure is that of a real cluster's Nodes, not of toy ones."""
+    product, driver, (cc_major, cc_minor), mem, gpus, itype = POOLS[i % len(POOLS)]
+    name = f"ip-10-{i // 250}-{i % 250}-{i % 7}.ec2.internal"
+    d_major, d_minor, d_rev = driver.split(".")
+    zone = "us-east-1" + "abc"[i % 3]
+    labels = {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux", "kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": itype,
+        "beta.kubernetes.io/instance-type": itype, "topology.kubernetes.io/region": "us-east-1",
+        "topology.kubernetes.io/zone": zone, "failure-domain.beta.kubernetes.io/zone": zone,
+        "eks.amazonaws.com/nodegroup": f"gpu-{itype}", "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "k8s.io/cloud-provider-aws": "a3f1e5c6d7b8", "feature.node.kubernetes.io/pci-10de.present": "true",
+        "feature.node.kubernetes.io/kernel-version.major": "6", "feature.node.kubernetes.io/cpu-model.vendor_id": "Intel",
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true",
+        "nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.gpu-feature-discovery": "true",
+        "nvidia.com/gpu.deploy.dcgm-exporter": "true", "nvidia.com/gpu.product": product,
+        "nvidia.com/gpu.count": str(gpus), "nvidia.com/gpu.memory": str(mem), "nvidia.com/gpu.family": "ampere",
+        "nvidia.com/gpu.compute.major": str(cc_major), "nvidia.com/gpu.compute.minor": str(cc_minor),
+        "nvidia.com/gpu.machine": itype, "nvidia.com/gpu.replicas": "1", "nvidia.com/gpu.sharing-strategy": "none",
+        "nvidia.com/cuda.driver.major": d_major, "nvidia.com/cuda.driver.minor": d_minor,
+        "nvidia.com/cuda.driver.rev": d_rev, "nvidia.com/cuda.driver-version.full": driver,
+        "nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "4",
+        "nvidia.com/mig.capable": "false", "nvidia.com/mps.capable": "false",
+        "nvidia.com/gfd.timestamp": str(1763700000 + i),
+    }
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels, "uid": f"uid-{i}"},
+            "spec": {"providerID": f"aws:///{zone}/i-{i:017x}"},
+            "status": {"allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "47", "memory": "186Gi", "pods": "110"},
+                       "images": [{"names": [f"registry.example.com/team/img-{j}@sha256:{j:064x}"],
+                                   "sizeBytes": 10**9 + j} for j in range(30)]}}
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -232,14 +275,11 @@ async def main() -> None:
             stop(wh)
             stop(bare)
         if args.nodes:
-            from tests.webhook.fake_apiserver import FakeAPIServer, node
+            from tests.webhook.fake_apiserver import FakeAPIServer
 
             api = FakeAPIServer().start()
-            products = [("Tesla-T4", "535.104.05"), ("NVIDIA-A100-SXM4-80GB", "550.54.15"),
-                        ("NVIDIA-H100-80GB-HBM3", "570.124.06"), ("NVIDIA-L4", "550.54.15")]
             for i in range(args.nodes):
-                product, driver = products[i % 4]
-                api.put("nodes", node(f"node-{i}", product, driver))
+                api.put("nodes", gfd_node(i))
             await asyncio.sleep(1)
             kubeconfig = api.kubeconfig(str(Path(tmp) / "kubeconfig"))
             live_port = free_port()

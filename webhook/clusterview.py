@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compatcheck.checks.base import EvalContext
-from compatcheck.cluster import Cluster, build_cluster, is_gpu_resource
+from compatcheck.cluster import PER_NODE_LABELS, Cluster, build_cluster, is_gpu_resource
 from compatcheck.crl import CrlIndex, build_index
 from compatcheck.knowledge import KnowledgeBase
 from compatcheck.loader import crl_index, load_crl_objects, load_nodes
@@ -99,16 +99,56 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _slim_node(node: dict[str, Any]) -> dict[str, Any]:
-    """What the view needs of a Node; drops status.images and the rest (memory with thousands of nodes)."""
-    meta = node.get("metadata") or {}
-    status = node.get("status") or {}
-    alloc = status.get("allocatable") or status.get("capacity") or {}
-    # Label keys and most values repeat across thousands of nodes: one shared string each, not thousands.
-    labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in (meta.get("labels") or {}).items()}
-    return {"metadata": {"name": meta.get("name"), "labels": labels},
-            "spec": {"taints": (node.get("spec") or {}).get("taints") or []},
-            "status": {"allocatable": {sys.intern(k): v for k, v in alloc.items() if is_gpu_resource(k)}}}
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SlimNode:
+    """What the view keeps of a Node. A cluster's nodes come in pools that share every label but the
+    hostname, the same taints and the same GPU allocatable, so those parts are tuples shared by every node
+    of a pool (see ``NodeCompactor``): with 5,000 nodes this is ~350 bytes a node instead of a few KB of
+    nested dicts. ``as_node`` gives back the Node-shaped dict that ``build_cluster`` reads."""
+
+    name: str
+    shared_labels: Pairs
+    own_labels: Pairs  # PER_NODE_LABELS (hostname, GFD timestamp)
+    taints: tuple[tuple[str, str, str], ...]
+    gpu_allocatable: Pairs
+
+    def as_node(self) -> dict[str, Any]:
+        return {"metadata": {"name": self.name, "labels": dict(self.shared_labels + self.own_labels)},
+                "spec": {"taints": [{"key": k, "value": v, "effect": e} for k, v, e in self.taints]},
+                "status": {"allocatable": dict(self.gpu_allocatable)}}
+
+
+class NodeCompactor:
+    """Turns Nodes into SlimNodes whose pool-wide parts are one shared object each. Not thread-safe: one
+    per watcher thread."""
+
+    def __init__(self) -> None:
+        self._shared: dict[Any, Any] = {}
+
+    def _one(self, value: Any) -> Any:
+        found = self._shared.setdefault(value, value)
+        if len(self._shared) > 100_000:  # label churn (driver upgrades...): start a fresh table
+            self._shared = {value: value}
+        return found
+
+    def __call__(self, node: dict[str, Any]) -> SlimNode:
+        meta = node.get("metadata") or {}
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items() if v is not None}
+        status = node.get("status") or {}
+        alloc = status.get("allocatable") or status.get("capacity") or {}
+        taints = tuple((str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+                       for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
+        return SlimNode(
+            str(meta.get("name") or labels.get("kubernetes.io/hostname") or ""),
+            self._one(tuple(sorted((sys.intern(k), sys.intern(v)) for k, v in labels.items()
+                                   if k not in PER_NODE_LABELS))),
+            tuple((k, labels[k]) for k in sorted(PER_NODE_LABELS) if k in labels),
+            self._one(taints),
+            self._one(tuple(sorted((sys.intern(str(k)), str(v)) for k, v in alloc.items()
+                                   if is_gpu_resource(str(k))))))
 
 
 class _Watcher(threading.Thread):
@@ -116,13 +156,13 @@ class _Watcher(threading.Thread):
     ``changed()``, and readers take a copy with ``values()``."""
 
     def __init__(self, name: str, lister: Callable[..., Any], kwargs: dict[str, Any],
-                 slim: Callable[[dict[str, Any]], dict[str, Any]], changed: Callable[[], None],
+                 slim: Callable[[dict[str, Any]], Any], changed: Callable[[], None],
                  on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
         super().__init__(name=f"watch-{name}", daemon=True)
         self.resource = name
         self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
         self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
-        self.items: dict[str, dict[str, Any]] = {}
+        self.items: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.synced = threading.Event()
         self._watch: Any = None
@@ -130,7 +170,7 @@ class _Watcher(threading.Thread):
     def _list(self) -> str:
         # Paginated (limit/continue, as kubectl does): only one page of full Node objects, with their long
         # status.images lists, is ever in memory; the view keeps the slim form.
-        items: dict[str, dict[str, Any]] = {}
+        items: dict[str, Any] = {}
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.kwargs}
@@ -152,7 +192,7 @@ class _Watcher(threading.Thread):
         _release_memory()
         return str(meta.get("resourceVersion") or "")
 
-    def values(self) -> list[dict[str, Any]]:
+    def values(self) -> list[Any]:
         with self._lock:
             return list(self.items.values())
 
@@ -233,8 +273,8 @@ class LiveView:
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
 
-        self.node_watch = _Watcher("nodes", core.list_node, {}, _slim_node, self._dirty.set, restart("nodes"),
-                                   self._stop)
+        self.node_watch = _Watcher("nodes", core.list_node, {}, NodeCompactor(), self._dirty.set,
+                                   restart("nodes"), self._stop)
         self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
                                   self._dirty.set, restart("configmaps"), self._stop)
@@ -250,7 +290,7 @@ class LiveView:
 
     def rebuild(self) -> None:
         nodes, crls = self.node_watch.values(), self.crl_watch.values()
-        cluster = build_cluster(nodes, self.kb)
+        cluster = build_cluster((n.as_node() for n in nodes), self.kb)
         index, invalid = build_index(crls)
         for obj, problems in invalid:
             log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",

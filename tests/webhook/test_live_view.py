@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -50,6 +51,30 @@ def view(api: FakeAPIServer, loaded: Loaded, tmp_path: Path) -> Iterator[tuple[L
     assert v.wait_synced(10)
     yield v, metrics
     v.stop()
+
+
+def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loaded) -> None:
+    from compatcheck.cluster import build_cluster
+    from webhook.clusterview import NodeCompactor
+
+    raw = [node(f"t4-{i}", "Tesla-T4", "535.104.05") for i in range(3)] + [
+        node("a100-0", "NVIDIA-A100-SXM4-80GB", "550.54.15")]
+    raw[0]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1700000000"  # per node: not shared
+    raw[3]["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule",
+                                 "timeAdded": "2026-01-01T00:00:00Z"}]
+    raw[3]["metadata"]["labels"]["drop-me"] = None
+    compact = NodeCompactor()
+    slim = [compact(n) for n in raw]
+    assert slim[0].shared_labels is slim[1].shared_labels is slim[2].shared_labels
+    assert slim[0].taints is slim[1].taints and slim[0].gpu_allocatable is slim[2].gpu_allocatable
+    assert dict(slim[0].own_labels) == {"kubernetes.io/hostname": "t4-0", "nvidia.com/gfd.timestamp": "1700000000"}
+    assert dict(slim[3].gpu_allocatable) == {"nvidia.com/gpu": "1"}  # cpu is not a GPU resource: dropped
+
+    def shape(cluster: Any) -> list[Any]:
+        return sorted(((sorted(c.labels.items()), c.taints, repr(c.facts), c.members) for c in cluster.classes),
+                      key=repr)
+
+    assert shape(build_cluster([n.as_node() for n in slim], loaded.kb)) == shape(build_cluster(raw, loaded.kb))
 
 
 def restarts(metrics: Metrics, resource: str, reason: str) -> float:
