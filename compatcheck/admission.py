@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from compatcheck.checks.base import EvalContext
@@ -20,7 +20,7 @@ from compatcheck.config import Config
 from compatcheck.engine import Problem, evaluate
 from compatcheck.fixes import apply_fixes
 from compatcheck.jsonutil import dumps, mapping
-from compatcheck.model import Applicability, Finding, Severity
+from compatcheck.model import Applicability, Finding, ObjectRef, Severity
 from compatcheck.rules import RuleSet
 from compatcheck.suppress import split_suppressed
 from compatcheck.workloads import object_ref
@@ -213,8 +213,9 @@ class EvaluationCache:
         reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
         return hashlib.blake2b(dumps(reduced), digest_size=16).digest()
 
-    def evaluate(self, obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
-                 suppressions: bool) -> Evaluated:
+    def evaluate(self, obj: dict[str, Any], ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
+                 severities: dict[str, Severity], suppressions: bool) -> Evaluated:
+        """The evaluation of ``obj`` (whose reference is ``ref``), from the cache when an equal object was seen."""
         if ctx is not self._ctx or severities is not self._severities:  # a new snapshot or config
             self._data.clear()
             self._ctx, self._severities = ctx, severities
@@ -228,15 +229,14 @@ class EvaluationCache:
             return Evaluated(list(cached.findings), list(cached.problems))
         self.hits += 1
         self._data.move_to_end(k)
-        ref = object_ref(obj)
-        return Evaluated([replace(f, obj=ref) for f in cached.findings], list(cached.problems))
+        return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems))
 
 
 def _evaluate(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              cache: EvaluationCache | None = None) -> Evaluated:
+              cache: EvaluationCache | None = None, ref: ObjectRef | None = None) -> Evaluated:
     severities, suppressions = settings.config.severities, settings.annotation_exemptions
     if cache is not None:
-        done = cache.evaluate(obj, rules, ctx, severities, suppressions)
+        done = cache.evaluate(obj, ref or object_ref(obj), rules, ctx, severities, suppressions)
     else:
         done = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
     if settings.config.exemptions and done.findings:
@@ -281,8 +281,8 @@ def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet,
         return _envelope(req, {"allowed": True}), decision
     try:
         if endpoint == "mutate":
-            return _mutate(req, decision, ruleset, ctx, settings, cache), decision
-        return _validate(req, decision, ruleset, ctx, settings, owned, cache), decision
+            return _mutate(req, decision, ruleset, ctx, settings, cache, ref), decision
+        return _validate(req, decision, ruleset, ctx, settings, owned, cache, ref), decision
     except Exception as exc:  # never crash, never a bare 500: answer per the failure mode
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
@@ -292,9 +292,9 @@ def _key(f: Finding) -> tuple[str, str, str]:
 
 
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              owned: bool, cache: EvaluationCache | None) -> dict[str, Any]:
+              owned: bool, cache: EvaluationCache | None, ref: ObjectRef) -> dict[str, Any]:
     assert req.obj is not None
-    done = _evaluate(req.obj, ruleset, ctx, settings, cache)
+    done = _evaluate(req.obj, ruleset, ctx, settings, cache, ref)
     findings = done.findings
     errors = _internal_errors(done)
     if errors:
@@ -335,7 +335,7 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
 
 
 def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext,
-            settings: AdmissionSettings, cache: EvaluationCache | None) -> dict[str, Any]:
+            settings: AdmissionSettings, cache: EvaluationCache | None, ref: ObjectRef) -> dict[str, Any]:
     import jsonpatch  # the final patch is a diff, so it is valid RFC 6902 whatever order fixes were made in
 
     assert req.obj is not None
@@ -346,7 +346,7 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     current = original
     applied: list[Finding] = []
     for _round in range(3):  # fixes converge in one round by design; the bound only guards against a bad rule
-        done = _evaluate(current, rules, ctx, settings, cache)
+        done = _evaluate(current, rules, ctx, settings, cache, ref)
         errors = _internal_errors(done)
         if errors:
             return _failure(req, decision, settings, errors[0])

@@ -95,6 +95,11 @@ class Finding:
     fix: Fix | None = None
     source: SourceRef | None = field(default=None, compare=False)
 
+    def about(self, obj: ObjectRef) -> Finding:
+        """The same finding about another object (dataclasses.replace, without its per-call introspection)."""
+        return Finding(self.rule_id, self.severity, self.message, obj, self.pointer, self.container, self.fix,
+                       self.source)
+
 
 @dataclass(frozen=True, slots=True)
 class InputError:
