@@ -118,16 +118,24 @@ class RuleSet:
     # The same rules split by what the engine hands them, so evaluation does not re-split per object.
     object_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
-    offline_pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)  # need no --nodes
     signature: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the ids, for memo keys
+    # Pod rules by (GPU pod?, cluster view?): non-GPU pods only meet the rules that are not gpu_only, and
+    # without nodes the rules that need them are left out.
+    _pod_rules_by: dict[tuple[bool, bool], tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
     _fixable: dict[frozenset[str], RuleSet] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.ordered = tuple(sorted(self.rules.values(), key=lambda r: r.id))
         self.object_rules = tuple(r for r in self.ordered if r.check.target == "object")
         self.pod_rules = tuple(r for r in self.ordered if r.check.target == "pod")
-        self.offline_pod_rules = tuple(r for r in self.pod_rules if not r.needs_nodes)
         self.signature = tuple(r.id for r in self.ordered)
+        self._pod_rules_by = {(gpu, online): tuple(r for r in self.pod_rules if (online or not r.needs_nodes)
+                                                   and (gpu or not r.check.gpu_only))
+                              for gpu in (False, True) for online in (False, True)}
+
+    def pod_rules_for(self, *, gpu: bool, online: bool) -> tuple[Rule, ...]:
+        """The pod rules that apply to a (non-)GPU pod, with or without a cluster view."""
+        return self._pod_rules_by[(gpu, online)]
 
     def subset(self, keep: Callable[[Rule], bool]) -> RuleSet:
         return RuleSet({r.id: r for r in self.ordered if keep(r)})
