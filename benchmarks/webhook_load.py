@@ -4,8 +4,8 @@
 
 Sends recorded (../shared/fixtures/admission) and generated AdmissionReviews (GPU Pods and Deployments, 20 %
 violating) to `compatcheck webhook serve` (static view from examples/cluster-profile.yaml), and reports:
-  - p50/p99 latency and errors at fixed open-loop rates (latency from each request's scheduled start, so
-    queueing shows up: no coordinated omission);
+  - p50/p99 latency and errors at fixed open-loop rates on /validate, and at 500 req/s on /mutate (latency
+    from each request's scheduled start, so queueing shows up: no coordinated omission);
   - saturation throughput (closed loop, 64 connections) of the webhook and of a bare aiohttp endpoint that
     answers a constant AdmissionReview over the same TLS, alternated over several rounds, their median
     ratio, and each server's CPU time per request;
@@ -90,7 +90,8 @@ async def wait_ready(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes
     raise SystemExit("server not ready")
 
 
-async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate: int, duration: float) -> dict[str, Any]:
+async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate: int, duration: float,
+                     path: str = "/validate") -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
     conn = aiohttp.TCPConnector(limit=256, ssl=ctx)
@@ -104,7 +105,7 @@ async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate:
             scheduled = start + i / rate
             await asyncio.sleep(max(0.0, scheduled - loop.time()))
             try:
-                async with s.post(url + "/validate", data=payloads[i % len(payloads)],
+                async with s.post(url + path, data=payloads[i % len(payloads)],
                                   headers={"Content-Type": "application/json"}) as r:
                     await r.read()
                     if r.status != 200:
@@ -265,6 +266,9 @@ async def main() -> None:
                     r = await fixed_rate(url, ctx, load, rate, args.duration)
                     print(f"  webhook @ {rate:>5} req/s: p50 {r['p50']:6.2f} ms   p99 {r['p99']:7.2f} ms   "
                           f"errors {r['errors']}/{r['n']}")
+                r = await fixed_rate(url, ctx, load, 500, args.duration, "/mutate")
+                print(f"  /mutate @   500 req/s: p50 {r['p50']:6.2f} ms   p99 {r['p99']:7.2f} ms   "
+                      f"errors {r['errors']}/{r['n']}")
                 c = await compare(url, bare_url, ctx, load, args.duration, args.rounds, wh.pid, bare.pid)
                 print(f"  saturation (median of {args.rounds} alternated rounds): webhook {c['webhook']:7.0f} req/s, "
                       f"bare aiohttp constant AdmissionReview {c['bare']:7.0f} req/s -> ratio {c['ratio']:.2f} "
