@@ -189,33 +189,60 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
     )
 
 
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """What compatcheck reads of a Node. The nodes of one pool differ only in ``name`` and ``own_labels``
+    (PER_NODE_LABELS); the other parts are equal tuples, so a holder of many records (the webhook's live
+    view) can keep one shared object per pool for each of them."""
+
+    name: str
+    shared_labels: Pairs  # sorted; every label but PER_NODE_LABELS
+    own_labels: Pairs
+    taints: tuple[Taint, ...]
+    gpu_allocatable: Pairs  # sorted; GPU resources only
+
+    @property
+    def class_key(self) -> tuple[Pairs, tuple[Taint, ...], Pairs]:
+        return (self.shared_labels, self.taints, self.gpu_allocatable)
+
+
+def node_record(node: dict[str, Any]) -> NodeRecord:
+    meta = mapping(node.get("metadata"))
+    labels = {str(k): str(v) for k, v in mapping(meta.get("labels")).items() if v is not None}
+    status = mapping(node.get("status"))
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    alloc = alloc if isinstance(alloc, dict) else {}
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        for t in sequence(mapping(node.get("spec")).get("taints")) if isinstance(t, dict)
+    )
+    return NodeRecord(
+        str(meta.get("name", "")) or labels.get("kubernetes.io/hostname", "<unnamed>"),
+        tuple(sorted((k, v) for k, v in labels.items() if k not in PER_NODE_LABELS)),
+        tuple((k, labels[k]) for k in sorted(PER_NODE_LABELS) if k in labels),
+        taints,
+        tuple(sorted((str(k), str(v)) for k, v in alloc.items() if is_gpu_resource(str(k)))))
+
+
 def build_cluster(nodes: Iterable[dict[str, Any]], kb: KnowledgeBase) -> Cluster:
+    return build_cluster_from_records((node_record(n) for n in nodes if isinstance(n, dict)), kb)
+
+
+def build_cluster_from_records(records: Iterable[NodeRecord], kb: KnowledgeBase) -> Cluster:
     by_key: dict[Any, NodeClass] = {}
     count = 0
-    for node in nodes:
-        if not isinstance(node, dict):
-            continue
+    for rec in records:
         count += 1
-        meta = mapping(node.get("metadata"))
-        raw_labels = mapping(meta.get("labels"))
-        labels = {str(k): str(v) for k, v in raw_labels.items() if v is not None}
-        spec = mapping(node.get("spec"))
-        status = mapping(node.get("status"))
-        alloc = status.get("allocatable") or status.get("capacity") or {}
-        alloc = alloc if isinstance(alloc, dict) else {}
-        taints = tuple(
-            Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-            for t in sequence(spec.get("taints")) if isinstance(t, dict)
-        )
-        shared = {k: v for k, v in labels.items() if k not in PER_NODE_LABELS}
-        gpu_alloc = tuple(sorted((str(k), str(v)) for k, v in alloc.items() if is_gpu_resource(str(k))))
-        key = (tuple(sorted(shared.items())), taints, gpu_alloc)
+        key = rec.class_key
         cls = by_key.get(key)
         if cls is None:
-            cls = NodeClass(shared, taints, node_facts(labels, dict(gpu_alloc), kb))
+            cls = NodeClass(dict(rec.shared_labels), rec.taints,
+                            node_facts(dict(rec.shared_labels + rec.own_labels), dict(rec.gpu_allocatable), kb))
             by_key[key] = cls
-        name = str(meta.get("name", "")) or labels.get("kubernetes.io/hostname", "<unnamed>")
-        cls.members.append((name, {k: labels[k] for k in PER_NODE_LABELS if k in labels}))
+        cls.members.append((rec.name, dict(rec.own_labels)))
     return Cluster(list(by_key.values()), count)
 
 

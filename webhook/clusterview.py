@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compatcheck.checks.base import EvalContext
-from compatcheck.cluster import PER_NODE_LABELS, Cluster, build_cluster, is_gpu_resource
+from compatcheck.cluster import Cluster, NodeRecord, build_cluster_from_records, node_record
 from compatcheck.crl import CrlIndex, build_index
 from compatcheck.knowledge import KnowledgeBase
 from compatcheck.loader import crl_index, load_crl_objects, load_nodes
@@ -99,31 +98,10 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-Pairs = tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SlimNode:
-    """What the view keeps of a Node. A cluster's nodes come in pools that share every label but the
-    hostname, the same taints and the same GPU allocatable, so those parts are tuples shared by every node
-    of a pool (see ``NodeCompactor``): with 5,000 nodes this is ~350 bytes a node instead of a few KB of
-    nested dicts. ``as_node`` gives back the Node-shaped dict that ``build_cluster`` reads."""
-
-    name: str
-    shared_labels: Pairs
-    own_labels: Pairs  # PER_NODE_LABELS (hostname, GFD timestamp)
-    taints: tuple[tuple[str, str, str], ...]
-    gpu_allocatable: Pairs
-
-    def as_node(self) -> dict[str, Any]:
-        return {"metadata": {"name": self.name, "labels": dict(self.shared_labels + self.own_labels)},
-                "spec": {"taints": [{"key": k, "value": v, "effect": e} for k, v, e in self.taints]},
-                "status": {"allocatable": dict(self.gpu_allocatable)}}
-
-
 class NodeCompactor:
-    """Turns Nodes into SlimNodes whose pool-wide parts are one shared object each. Not thread-safe: one
-    per watcher thread."""
+    """Reads Nodes into NodeRecords whose pool-wide parts (labels but the hostname, taints, GPU allocatable)
+    are one shared tuple per pool: with 5,000 GFD-labelled nodes a node costs ~350 bytes instead of a few KB
+    of nested dicts. Not thread-safe: one per watcher thread."""
 
     def __init__(self) -> None:
         self._shared: dict[Any, Any] = {}
@@ -134,21 +112,10 @@ class NodeCompactor:
             self._shared = {value: value}
         return found
 
-    def __call__(self, node: dict[str, Any]) -> SlimNode:
-        meta = node.get("metadata") or {}
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items() if v is not None}
-        status = node.get("status") or {}
-        alloc = status.get("allocatable") or status.get("capacity") or {}
-        taints = tuple((str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-                       for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict))
-        return SlimNode(
-            str(meta.get("name") or labels.get("kubernetes.io/hostname") or ""),
-            self._one(tuple(sorted((sys.intern(k), sys.intern(v)) for k, v in labels.items()
-                                   if k not in PER_NODE_LABELS))),
-            tuple((k, labels[k]) for k in sorted(PER_NODE_LABELS) if k in labels),
-            self._one(taints),
-            self._one(tuple(sorted((sys.intern(str(k)), str(v)) for k, v in alloc.items()
-                                   if is_gpu_resource(str(k))))))
+    def __call__(self, node: dict[str, Any]) -> NodeRecord:
+        rec = node_record(node)
+        return NodeRecord(rec.name, self._one(rec.shared_labels), rec.own_labels, self._one(rec.taints),
+                          self._one(rec.gpu_allocatable))
 
 
 class _Watcher(threading.Thread):
@@ -290,7 +257,7 @@ class LiveView:
 
     def rebuild(self) -> None:
         nodes, crls = self.node_watch.values(), self.crl_watch.values()
-        cluster = build_cluster((n.as_node() for n in nodes), self.kb)
+        cluster = build_cluster_from_records(nodes, self.kb)
         index, invalid = build_index(crls)
         for obj, problems in invalid:
             log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",

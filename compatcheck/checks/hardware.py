@@ -21,7 +21,7 @@ from compatcheck.checks.base import (
 )
 from compatcheck.cluster import NodeFacts
 from compatcheck.model import Applicability, Fix, PatchOp
-from compatcheck.versions import Version, parse_compute_capability, try_parse_version
+from compatcheck.versions import Version, parse_compute_capability, parse_version, try_parse_version
 
 
 def _gpus(facts: list[NodeFacts]) -> str:
@@ -202,7 +202,7 @@ def _prepare_frameworks(params: Params) -> list[_Framework]:
     return [_Framework(
         fw["name"], parse_compute_capability(fw["minComputeCapability"]),
         re.compile(fw["image"]) if "image" in fw else None,
-        Version(tuple(int(x) for x in fw["minVersion"].split(".")), fw["minVersion"]) if "minVersion" in fw else None,
+        parse_version(fw["minVersion"], what="minVersion") if "minVersion" in fw else None,
         re.compile(fw["command"]) if "command" in fw else None, fw.get("env"), re.compile(fw.get("envValue", ".*")),
     ) for fw in params["frameworks"]]
 

@@ -54,7 +54,7 @@ def view(api: FakeAPIServer, loaded: Loaded, tmp_path: Path) -> Iterator[tuple[L
 
 
 def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loaded) -> None:
-    from compatcheck.cluster import build_cluster
+    from compatcheck.cluster import build_cluster, build_cluster_from_records
     from webhook.clusterview import NodeCompactor
 
     raw = [node(f"t4-{i}", "Tesla-T4", "535.104.05") for i in range(3)] + [
@@ -74,7 +74,7 @@ def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loade
         return sorted(((sorted(c.labels.items()), c.taints, repr(c.facts), c.members) for c in cluster.classes),
                       key=repr)
 
-    assert shape(build_cluster([n.as_node() for n in slim], loaded.kb)) == shape(build_cluster(raw, loaded.kb))
+    assert shape(build_cluster_from_records(slim, loaded.kb)) == shape(build_cluster(raw, loaded.kb))
 
 
 def restarts(metrics: Metrics, resource: str, reason: str) -> float:
