@@ -3,8 +3,8 @@ encoding and decoding for the admission path. Pure.
 
 orjson (installed with the webhook extra) decodes 2x and encodes 15x faster than the json module, which
 matters when every admission request is decoded once and encoded three times (cache key, answer, log
-line). Where orjson refuses what the json module accepts (integers past 64 bits, NaN literals), the json
-module answers, so the result never depends on which one is installed.
+line). Where orjson refuses what the json module accepts (integers past 64 bits, NaN literals, lone
+surrogates), the json module answers, so the result never depends on which one is installed.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def dumps(value: Any) -> bytes:
         try:
             encoded: bytes = orjson.dumps(value, default=str)
             return encoded
-        except TypeError:  # e.g. an integer past 64 bits
+        except TypeError:  # an integer past 64 bits, a lone surrogate
             pass
-    return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False).encode()
+    # ASCII with \u escapes: a lone surrogate (valid in JSON text, not in UTF-8) stays encodable.
+    return json.dumps(value, separators=(",", ":"), default=str).encode()

@@ -13,6 +13,7 @@ CASES = [
     {"a": [1, 2.5, None, True, "é"], "b": {"c": "x"}},
     {"big": 2**70},  # past 64 bits: orjson refuses, the json module does not
     [1, -2**65, "\u2603"],
+    {"lone surrogate": "\ud800", "big": 2**70},  # valid JSON text, not encodable as UTF-8
 ]
 
 

@@ -146,6 +146,19 @@ def test_malformed_bodies_get_400(server: Server, body: bytes, status: int, mess
     assert got == status and message in resp["error"]
 
 
+@pytest.mark.parametrize("endpoint", ["/validate", "/mutate"])
+def test_json_that_orjson_refuses_is_still_answered(server: Server, endpoint: str) -> None:
+    """Integers past 64 bits, NaN and lone surrogates: valid for the json module, refused by orjson. The fast
+    path falls back, so such a body gets the same AdmissionReview answer, never a 400 or a 500."""
+    body = json.loads(review_body("0016-Deployment-CREATE.json"))
+    body["request"]["object"]["metadata"]["annotations"] = {"huge": 2**70, "nan": float("nan"), "s": "\ud800"}
+    body["request"]["object"]["spec"]["revisionHistoryLimit"] = 2**70
+    got, resp = server.post(endpoint, json.dumps(body).encode())
+    assert got == 200 and resp["response"]["uid"] == body["request"]["uid"], resp
+    if endpoint == "/validate":
+        assert resp["response"]["allowed"] is False, resp  # the same verdict as the plain recorded body
+
+
 def test_oversized_body_is_refused(server: Server) -> None:
     big = b'{"pad": "' + b"x" * (3 * 1024 * 1024 + 10) + b'"}'
     got, _resp = server.post("/validate", big)
