@@ -24,6 +24,19 @@ from compatcheck.versions import (
 )
 
 PER_NODE_LABELS = frozenset({"kubernetes.io/hostname", "nvidia.com/gfd.timestamp"})
+# Taints that Kubernetes itself puts on a Node to say how it is *now* (NotReady, unreachable, under pressure,
+# cordoned, not yet initialised by its cloud provider, shut down): the node lifecycle controller, the kubelet,
+# the TaintNodesByCondition admission plugin and cloud controllers add and remove them. They describe transient
+# health, not placement policy: a pool that is rebooting for a driver upgrade, or cordoned, is still where a GPU
+# pod will run once it is back. So they never take nodes out of scope, never count as untolerated and are
+# never offered as tolerations. Source: https://kubernetes.io/docs/reference/labels-annotations-taints/ and
+# https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions
+CONDITION_TAINT_KEYS = frozenset({
+    "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/memory-pressure", "node.kubernetes.io/disk-pressure", "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable", "node.kubernetes.io/out-of-service",
+    "node.cloudprovider.kubernetes.io/uninitialized", "node.cloudprovider.kubernetes.io/shutdown",
+})
 VGPU_BASELINE_LABEL = "compatcheck.io/vgpu-baseline-cuda"
 
 
@@ -196,7 +209,8 @@ Pairs = tuple[tuple[str, str], ...]
 class NodeRecord:
     """What compatcheck reads of a Node. The nodes of one pool differ only in ``name`` and ``own_labels``
     (PER_NODE_LABELS); the other parts are equal tuples, so a holder of many records (the webhook's live
-    view) can keep one shared object per pool for each of them."""
+    view) can keep one shared object per pool for each of them. Condition taints (CONDITION_TAINT_KEYS) are
+    left out: they say how a node is now, not where a pod may go."""
 
     name: str
     shared_labels: Pairs  # sorted; every label but PER_NODE_LABELS
@@ -217,7 +231,8 @@ def node_record(node: dict[str, Any]) -> NodeRecord:
     alloc = alloc if isinstance(alloc, dict) else {}
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-        for t in sequence(mapping(node.get("spec")).get("taints")) if isinstance(t, dict)
+        for t in sequence(mapping(node.get("spec")).get("taints"))
+        if isinstance(t, dict) and t.get("key") not in CONDITION_TAINT_KEYS
     )
     return NodeRecord(
         str(meta.get("name", "")) or labels.get("kubernetes.io/hostname", "<unnamed>"),

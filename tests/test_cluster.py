@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from compatcheck.cluster import build_cluster, placement_matches, profile_to_nodes, untolerated_taints
+from compatcheck.cluster import Taint, build_cluster, placement_matches, profile_to_nodes, untolerated_taints
 from compatcheck.loader import Loaded
 
 
@@ -148,3 +148,34 @@ def test_profile_mig_mixed_and_time_slicing(loaded: Loaded) -> None:
 def test_profile_wrong_types_are_errors_not_crashes(loaded: Loaded, pool: dict[str, Any], message: str) -> None:
     _nodes, errors = profile_to_nodes({"kind": "ClusterProfile", "nodePools": [pool]}, loaded.kb)
     assert any(message in e for e in errors), errors
+
+
+CONDITION_TAINTS = [
+    ("node.kubernetes.io/not-ready", "NoSchedule"), ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/network-unavailable", "NoSchedule"), ("node.kubernetes.io/out-of-service", "NoExecute"),
+    ("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+    ("node.cloudprovider.kubernetes.io/shutdown", "NoSchedule"),
+]
+
+
+@pytest.mark.parametrize(("key", "effect"), CONDITION_TAINTS)
+def test_condition_taints_neither_split_a_pool_nor_count_as_untolerated(loaded: Loaded, key: str,
+                                                                         effect: str) -> None:
+    # A node rebooting for a driver upgrade (NotReady), cordoned or under pressure is still where the pod runs.
+    policy = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    nodes = [node("ready", {"pool": "a"}, [policy]),
+             node("sick", {"pool": "a"}, [policy, {"key": key, "effect": effect}])]
+    (cls,) = build_cluster(nodes, loaded.kb).classes
+    assert cls.count == 2
+    assert cls.taints == (Taint("nvidia.com/gpu", "present", "NoSchedule"),)
+    assert untolerated_taints({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}, cls) == []
+
+
+def test_a_wholly_not_ready_pool_stays_in_scope(loaded: Loaded) -> None:
+    nodes = [node(f"n{i}", {"nvidia.com/gpu.product": "Tesla-T4"},
+                  [{"key": k, "effect": e} for k, e in CONDITION_TAINTS]) for i in range(3)]
+    (cls,) = build_cluster(nodes, loaded.kb).classes
+    assert cls.taints == () and untolerated_taints({}, cls) == []
