@@ -18,12 +18,12 @@ from typing import Any, Literal, TypedDict
 from compatcheck.checks.base import EvalContext
 from compatcheck.config import Config
 from compatcheck.engine import Problem, evaluate
-from compatcheck.fixes import apply_fixes
+from compatcheck.fixes import apply_fixes, value_at
 from compatcheck.jsonutil import dumps, mapping
 from compatcheck.model import Applicability, Finding, ObjectRef, Severity
 from compatcheck.rules import RuleSet
 from compatcheck.suppress import split_suppressed
-from compatcheck.workloads import object_ref
+from compatcheck.workloads import object_ref, pod_targets
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPT_OUT_LABEL = "compatcheck.io/ignore"
@@ -261,9 +261,12 @@ def _failure(req: Request, decision: Decision, settings: AdmissionSettings, erro
 
 
 def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
-           settings: AdmissionSettings, cache: EvaluationCache | None = None) -> tuple[dict[str, Any], Decision]:
+           settings: AdmissionSettings, cache: EvaluationCache | None = None,
+           undecidable: str | None = None) -> tuple[dict[str, Any], Decision]:
     """The AdmissionReview response for ``body``. Raises ReviewError for malformed bodies (HTTP 400).
-    ``cache`` (optional) memoises evaluations of objects that differ only in identity metadata."""
+    ``cache`` (optional) memoises evaluations of objects that differ only in identity metadata. ``undecidable``
+    says why no decision can be made now (the cluster view has not synced): objects that would be evaluated
+    are then answered per the failure mode, as for an internal error, never from a partial view."""
     req = parse_request(body)
     target = req.obj if req.obj is not None else req.old
     ref = object_ref(target or {})
@@ -279,6 +282,8 @@ def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet,
     if owned and settings.owned_pods == "skip":
         decision.skipped = "owned pod"
         return _envelope(req, {"allowed": True}), decision
+    if undecidable is not None:
+        return _failure(req, decision, settings, undecidable), decision
     try:
         if endpoint == "mutate":
             return _mutate(req, decision, ruleset, ctx, settings, cache, ref), decision
@@ -287,8 +292,16 @@ def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet,
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
 
-def _key(f: Finding) -> tuple[str, str, str]:
-    return (f.rule_id, f.pointer, f.container or "")
+def _offending(obj: dict[str, Any], findings: list[Finding]) -> list[tuple[Any, ...]]:
+    """What each finding is about, for the UPDATE ratchet: its rule, container, pointer and message, and the
+    value at its pointer. Where the pointer is a whole pod spec or container (placement, MPS, vGPU findings),
+    any edit of that spec would change the value, so the message, which names what is wrong, stands for it."""
+    if not findings:
+        return []
+    targets = pod_targets(obj)
+    structural = {t.pointer for t in targets} | {c.pointer for t in targets for c in t.containers}
+    return [(f.rule_id, f.container or "", f.pointer, f.message,
+             None if f.pointer in structural else dumps(value_at(obj, f.pointer))) for f in findings]
 
 
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
@@ -300,12 +313,13 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
     if errors:
         return _failure(req, decision, settings, errors[0])
     decision.findings = findings
-    preexisting: set[tuple[str, str, str]] = set()
-    if req.operation == "UPDATE" and req.old is not None:
-        # Ratchet: problems the stored object already had never block an update (people must be able to fix
-        # other things); only newly introduced ones deny.
-        preexisting = {_key(f) for f in _evaluate(req.old, ruleset, ctx, settings, cache).findings}
-    blocking = [f for f in findings if f.severity.rank >= settings.deny_on.rank and _key(f) not in preexisting]
+    blocking = [f for f in findings if f.severity.rank >= settings.deny_on.rank]
+    if blocking and req.operation == "UPDATE" and req.old is not None:
+        # Ratchet: a problem the stored object already had, with the same offending value, never blocks an
+        # update (people must be able to fix other things). Changing the offending value, even from one
+        # incompatible value to another, is a new problem and denies.
+        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings))
+        blocking = [f for f, key in zip(blocking, _offending(req.obj, blocking), strict=True) if key not in before]
     if owned and settings.owned_pods == "warn":
         blocking = []
     visible = sorted((f for f in findings if f.severity.rank >= Severity.WARNING.rank),

@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     live = serve.add_mutually_exclusive_group()
     live.add_argument("--kubeconfig", help="live cluster view through this kubeconfig")
     live.add_argument("--in-cluster", action="store_true", help="live cluster view with the pod's service account")
+    serve.add_argument("--max-staleness", type=float, default=300.0, metavar="SECONDS",
+                       help="live view: /readyz fails once the view has been unable to follow the API server this "
+                            "long (it keeps answering from the last good view meanwhile); 0 never fails it")
     serve.add_argument("--reload-interval", type=float, default=10.0, help="certificate file poll (seconds)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -422,6 +425,10 @@ def _serve(args: argparse.Namespace) -> int:
     state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
     if state is None:
         return EXIT_ERROR
+    if args.max_staleness < 0:
+        _err("--max-staleness must be 0 (never) or positive")
+        return EXIT_ERROR
+    state.max_staleness = args.max_staleness
     state.view.start()
     try:
         return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,

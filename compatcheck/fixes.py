@@ -77,6 +77,24 @@ def _apply(doc: Any, op: PatchOp) -> Any:
     return doc
 
 
+_MISSING = object()
+
+
+def value_at(doc: Any, pointer: str, default: Any = None) -> Any:
+    """The value at RFC 6901 ``pointer`` in ``doc``, or ``default`` when there is none."""
+    node: Any = doc
+    for t in split_pointer(pointer):
+        if isinstance(node, dict):
+            node = node.get(t, _MISSING)
+        elif isinstance(node, list) and t.isdigit() and int(t) < len(node):
+            node = node[int(t)]
+        else:
+            return default
+        if node is _MISSING:
+            return default
+    return node
+
+
 def set_path_ops(data: Any, base: str, path: tuple[str, ...], value: Any) -> tuple[PatchOp, ...]:
     """The op that sets ``path`` under ``data`` (found at pointer ``base``) to ``value``, creating the missing
     parents as one nested value: RFC 6902 ``add`` needs the parent to exist."""

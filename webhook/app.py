@@ -18,7 +18,7 @@ from compatcheck.admission import AdmissionSettings, EvaluationCache, ReviewErro
 from compatcheck.jsonutil import dumps, loads
 from compatcheck.rules import RuleSet
 from compatcheck.workloads import known_kind_names
-from webhook.clusterview import Snapshot
+from webhook.clusterview import Snapshot, ViewHealth
 from webhook.logs import DecisionLog, log_event
 from webhook.metrics import Metrics
 
@@ -31,6 +31,8 @@ LABELLED_KINDS = known_kind_names() | {"ConfigMap"}
 class View(Protocol):
     snapshot: Snapshot
 
+    def health(self) -> ViewHealth: ...
+
 
 @dataclass
 class State:
@@ -39,6 +41,7 @@ class State:
     view: View
     metrics: Metrics
     inflight: int = 0  # admission requests being handled (graceful shutdown waits for 0)
+    max_staleness: float = 300.0  # seconds a stale view may serve before /readyz fails (0: never)
     cache: EvaluationCache = field(default_factory=EvaluationCache)
 
 
@@ -68,9 +71,11 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         body = loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return _bad(request, 400, "json", f"request body is not JSON: {exc}")
+    snapshot = state.view.snapshot
+    undecidable = None if snapshot.synced else "the cluster view has not completed its first sync"
     try:
-        response, decision = review(body, endpoint, state.ruleset, state.view.snapshot.ctx,  # type: ignore[arg-type]
-                                    state.settings, state.cache)
+        response, decision = review(body, endpoint, state.ruleset, snapshot.ctx,  # type: ignore[arg-type]
+                                    state.settings, state.cache, undecidable)
     except ReviewError as exc:
         return _bad(request, 400, "not-admissionreview", str(exc))
     elapsed = time.perf_counter() - started
@@ -78,6 +83,8 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
     if endpoint == "mutate" and decision.patched_rules:
         result = "patched"
     m = state.metrics
+    if undecidable is not None and decision.internal_error:
+        m.child(m.unsynced_answers, endpoint).inc()
     kind = decision.kind if decision.kind in LABELLED_KINDS else "other"  # the body is not ours to trust
     m.child(m.requests, endpoint, decision.operation, kind, result).inc()
     m.child(m.latency, endpoint).observe(elapsed)
@@ -113,10 +120,24 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    snap = request.app[STATE].view.snapshot
-    if not snap.synced:
-        return web.Response(status=503, text="cluster view not synced yet\n")
-    return web.Response(text=f"ok: {snap.nodes} nodes in {snap.classes} classes, {snap.crl_valid} CRL keys\n")
+    """Ready once the view has completed its first sync. A view that cannot follow the API server keeps
+    serving its last good state and says since when; past ``max_staleness`` seconds (0: never) the replica
+    reports not ready, so that a replica that does follow takes the traffic."""
+    state = request.app[STATE]
+    snap, health = state.view.snapshot, state.view.health()
+    if not health.synced:
+        waiting = f" (listing {', '.join(health.waiting_for)})" if health.waiting_for else ""
+        return web.Response(status=503, text=f"cluster view not synced yet{waiting}\n")
+    view = f"{snap.nodes} nodes in {snap.classes} classes, {snap.crl_valid} CRL keys"
+    if health.stale_since is None:
+        return web.Response(text=f"ok: {view}\n")
+    stale_for = max(0.0, time.time() - health.stale_since)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(health.stale_since))
+    text = (f"stale since {since} ({stale_for:.0f} s): answering from the last good view of {view}; "
+            f"{health.reason}\n")
+    if state.max_staleness and stale_for > state.max_staleness:
+        return web.Response(status=503, text=f"not ready: {text}")
+    return web.Response(text=f"ok, {text}")
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

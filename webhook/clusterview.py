@@ -2,9 +2,16 @@
 
 ``StaticView`` reads files once. ``LiveView`` lists and watches Nodes and the CRL ConfigMaps in kube-public
 with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping, re-lists
-on 410 Gone, and reconnects with exponential backoff when a watch drops. Every change builds a new snapshot
-that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
+on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
+snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
 blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied.
+
+What the view promises the admission path:
+- no snapshot is published before *every* watched resource has completed its first list (``synced``); until
+  then admission answers per the failure mode, never from a half-read cluster;
+- a re-list (410 Gone) builds the new set aside and swaps it in whole: the last good view serves meanwhile;
+- when the API server cannot be reached the last good view keeps serving, and the view says since when it is
+  stale (``health()``, /readyz, a gauge and a log line); it recovers within a few seconds of the API server.
 """
 
 from __future__ import annotations
@@ -60,6 +67,26 @@ class Snapshot:
         metrics.crl_invalid.set(self.crl_invalid)
 
 
+# Reconnect backoff: doubling from BACKOFF_MIN, capped at BACKOFF_MAX, each pause drawn from [50 %, 100 %] of
+# it (jitter, so replicas do not reconnect in step). With the cap at 2 s the view is back within ~2 s of the
+# API server; an uncapped doubling reached 16-30 s after a short outage.
+BACKOFF_MIN = 0.25
+BACKOFF_MAX = 2.0
+CONNECT_TIMEOUT = 5.0
+LIST_READ_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ViewHealth:
+    """What readiness reports: whether every resource has completed its first list, since when (Unix time) the
+    view has been unable to follow the API server (None: it follows), and why."""
+
+    synced: bool
+    stale_since: float | None = None
+    reason: str = ""
+    waiting_for: tuple[str, ...] = ()
+
+
 class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
 
@@ -80,6 +107,9 @@ class StaticView:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
             invalid = len(bad)
         self.snapshot = Snapshot.of(kb, cluster, index, invalid)
+
+    def health(self) -> ViewHealth:
+        return ViewHealth(True)
 
     def start(self) -> None:
         pass
@@ -132,20 +162,32 @@ class _Watcher(threading.Thread):
         self.items: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.synced = threading.Event()
+        self.stale_since: float | None = None  # Unix time of the first failure since the view last followed
+        self.stale_reason = ""
         self._watch: Any = None
 
     def _list(self) -> str:
         # Paginated (limit/continue, as kubectl does): only one page of full Node objects, with their long
-        # status.images lists, is ever in memory; the view keeps the slim form.
+        # status.images lists, is ever in memory; the view keeps the slim form. The new set is built aside and
+        # swapped in whole, so the last good view serves until the list is complete.
         items: dict[str, Any] = {}
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.kwargs}
             if token:
                 kwargs["_continue"] = token
-            resp = self.lister(_preload_content=False, **kwargs)
+            resp = self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT),
+                               **kwargs)
             data = json.loads(resp.data)
+            # The items of a LIST carry no apiVersion/kind (only the list does). Put them back, so that every
+            # reader sees an object as a GET or a watch event gives it: the CRL schema requires both, and without
+            # them every listed CRL ConfigMap was judged invalid (defaults lost on every start and re-list).
+            list_kind = str(data.get("kind") or "")
+            api_version = data.get("apiVersion") or "v1"
+            kind = list_kind[:-4] if list_kind.endswith("List") else list_kind
             for item in data.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
                 items[item["metadata"]["name"]] = self.slim(item)
             meta = data.get("metadata") or {}
             token = meta.get("continue")
@@ -154,10 +196,24 @@ class _Watcher(threading.Thread):
                 break
         with self._lock:
             self.items = items
+        self._followed()
         self.changed()
         self.synced.set()
         _release_memory()
         return str(meta.get("resourceVersion") or "")
+
+    def _probe(self) -> None:
+        """One cheap request after a failure: it proves the API server answers again before the watch resumes
+        from its resourceVersion (a watch says nothing until an event comes, so it cannot tell by itself)."""
+        self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT), limit=1,
+                    **self.kwargs)
+        self._followed()
+
+    def _followed(self) -> None:
+        if self.stale_since is not None:
+            log_event(log, logging.INFO, "cluster view follows the API server again", resource=self.resource,
+                      staleSeconds=round(time.time() - self.stale_since, 3))
+        self.stale_since, self.stale_reason = None, ""
 
     def values(self) -> list[Any]:
         with self._lock:
@@ -171,17 +227,24 @@ class _Watcher(threading.Thread):
         from kubernetes.client.exceptions import ApiException
 
         rv: str | None = None
-        backoff = 0.5
+        failed = False
+        backoff = BACKOFF_MIN
         while not self.stop_event.is_set():
             try:
                 if rv is None:
                     rv = self._list()
+                elif failed:
+                    self._probe()
+                failed = False
                 self._watch = watch.Watch()
                 # A wrapper without a docstring makes the client hand us plain dicts (no model objects: less
                 # memory and CPU with thousands of nodes) while it still turns a 410 ERROR event into an
-                # ApiException; its deserialize=False mode trips over ERROR events instead.
+                # ApiException; its deserialize=False mode trips over ERROR events instead. The read timeout
+                # outlasts the server's own watch timeout, so only a silent connection trips it.
                 for event in self._watch.stream(self._raw_lister, resource_version=rv, allow_watch_bookmarks=True,
-                                                timeout_seconds=self.timeout_seconds, **self.kwargs):
+                                                timeout_seconds=self.timeout_seconds,
+                                                _request_timeout=(CONNECT_TIMEOUT, self.timeout_seconds + 30),
+                                                **self.kwargs):
                     if self.stop_event.is_set():
                         break
                     kind, obj = event.get("type"), event.get("object") or {}
@@ -199,24 +262,31 @@ class _Watcher(threading.Thread):
                     else:
                         continue
                     self.changed()
-                backoff = 0.5  # a watch that ends by its timeout is normal: resume from rv
+                backoff = BACKOFF_MIN  # a watch that ends by its timeout is normal: resume from rv
             except ApiException as exc:
                 if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
                     rv = None
                     self.on_restart("gone")
                     log_event(log, logging.INFO, "watch expired (410 Gone), re-listing", resource=self.resource)
                     continue
+                failed = True
                 self._pause(backoff, f"api error {exc.status}")
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, BACKOFF_MAX)
             except Exception as exc:  # dropped connections, DNS, TLS: reconnect with backoff, never die
+                failed = True
                 self._pause(backoff, f"{type(exc).__name__}: {exc}")
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, BACKOFF_MAX)
 
     def _pause(self, backoff: float, reason: str) -> None:
         self.on_restart("error")
+        if self.stale_since is None:
+            self.stale_since = time.time()
+            log_event(log, logging.WARNING, "cluster view is stale: cannot follow the API server; answering from "
+                      "the last good view", resource=self.resource, error=reason)
+        self.stale_reason = reason
         log_event(log, logging.WARNING, "watch failed, reconnecting", resource=self.resource, error=reason,
-              retryIn=round(backoff, 2))
-        self.stop_event.wait(backoff * (0.5 + random.random()))
+                  retryIn=round(backoff, 2))
+        self.stop_event.wait(backoff * (0.5 + 0.5 * random.random()))
 
     def halt(self) -> None:
         if self._watch is not None:
@@ -235,6 +305,7 @@ class LiveView:
         core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
         self._dirty = threading.Event()
+        self._rebuild_lock = threading.Lock()
         self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
 
         def restart(resource: str) -> Callable[[str], None]:
@@ -245,7 +316,10 @@ class LiveView:
         self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
                                   self._dirty.set, restart("configmaps"), self._stop)
+        self._watchers = (self.node_watch, self.crl_watch)
         self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
+        if metrics is not None:
+            metrics.view_stale_seconds.set_function(self._stale_seconds)
 
     def _publish_loop(self) -> None:
         while not self._stop.is_set():
@@ -256,29 +330,44 @@ class LiveView:
             self.rebuild()
 
     def rebuild(self) -> None:
-        nodes, crls = self.node_watch.values(), self.crl_watch.values()
-        cluster = build_cluster_from_records(nodes, self.kb)
-        index, invalid = build_index(crls)
-        for obj, problems in invalid:
-            log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
-                      name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
-        synced = self.node_watch.synced.is_set() and self.crl_watch.synced.is_set()
-        self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), synced)
-        if self.metrics is not None:
-            self.snapshot.publish(self.metrics)
+        """Build and publish a snapshot, but only once every resource has completed its first list: a snapshot
+        of Nodes without CRL defaults, or of CRL defaults without Nodes, would decide from half a cluster."""
+        if not all(w.synced.is_set() for w in self._watchers):
+            return
+        with self._rebuild_lock:  # the publisher and wait_synced may both get here
+            nodes, crls = self.node_watch.values(), self.crl_watch.values()
+            cluster = build_cluster_from_records(nodes, self.kb)
+            index, invalid = build_index(crls)
+            for obj, problems in invalid:
+                log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
+                          name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True)
+            if self.metrics is not None:
+                self.snapshot.publish(self.metrics)
+
+    def health(self) -> ViewHealth:
+        stale = [w for w in self._watchers if w.stale_since is not None]
+        since = min((w.stale_since for w in stale if w.stale_since is not None), default=None)
+        return ViewHealth(self.snapshot.synced, since, "; ".join(f"{w.resource}: {w.stale_reason}" for w in stale),
+                          tuple(w.resource for w in self._watchers if not w.synced.is_set()))
+
+    def _stale_seconds(self) -> float:
+        since = self.health().stale_since
+        return 0.0 if since is None else max(0.0, time.time() - since)
 
     def start(self) -> None:
-        self.node_watch.start()
-        self.crl_watch.start()
+        for w in self._watchers:
+            w.start()
         self._publisher.start()
 
     def wait_synced(self, timeout: float) -> bool:
-        ok = self.node_watch.synced.wait(timeout) and self.crl_watch.synced.wait(timeout)
+        deadline = time.monotonic() + timeout
+        ok = all(w.synced.wait(max(0.0, deadline - time.monotonic())) for w in self._watchers)
         if ok:
             self.rebuild()
         return ok
 
     def stop(self) -> None:
         self._stop.set()
-        self.node_watch.halt()
-        self.crl_watch.halt()
+        for w in self._watchers:
+            w.halt()

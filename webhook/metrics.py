@@ -29,6 +29,12 @@ class Metrics:
         self.nodes = Gauge("compatcheck_nodes", "Nodes in the cluster view", registry=r)
         self.node_classes = Gauge("compatcheck_node_classes", "Node equivalence classes in the cluster view",
                                   registry=r)
+        self.view_stale_seconds = Gauge("compatcheck_view_stale_seconds",
+                                        "Seconds the live cluster view has been unable to follow the API server "
+                                        "(0: it follows)", registry=r)
+        self.unsynced_answers = Counter("compatcheck_unsynced_answers_total",
+                                        "Admission requests answered by the failure mode because the cluster view "
+                                        "had not completed its first sync", ["endpoint"], registry=r)
         self.cert_expiry = Gauge("compatcheck_certificate_expiry_timestamp_seconds",
                                  "notAfter of the serving certificate (Unix time)", registry=r)
         self.cert_reloads = Counter("compatcheck_certificate_reloads_total", "Serving certificate reloads", registry=r)

@@ -165,6 +165,59 @@ def test_update_ratchets_on_findings_already_present(loaded: Loaded, ctx: EvalCo
     assert "dtype-unsupported-by-gpu" not in resp["status"]["message"]
 
 
+@pytest.mark.parametrize(("change", "denied"), [
+    # the offending value changed, from one incompatible value to another: a new problem
+    (lambda c: c.update(image="nvidia/cuda:13.1.0-base-ubuntu24.04"), ["cuda-driver-too-old"]),
+    (lambda c: c.update(args=["--dtype=bf16"]), ["dtype-unsupported-by-gpu"]),
+    # unrelated edits of the same container go through
+    (lambda c: c.update(env=[{"name": "LOG_LEVEL", "value": "debug"}]), []),
+    (lambda c: c.update(imagePullPolicy="Always"), []),
+])
+def test_update_ratchet_forgives_only_an_unchanged_offending_value(loaded: Loaded, ctx: EvalContext, change: Any,
+                                                                   denied: list[str]) -> None:
+    old = pod(image="nvidia/cuda:13.0.0-base-ubuntu24.04", args=["--dtype=bfloat16"])
+    assert answer(loaded, ctx, request(old))["allowed"] is False  # both problems, on CREATE
+    new = copy.deepcopy(old)
+    change(new["spec"]["containers"][0])
+    resp = answer(loaded, ctx, request(new, operation="UPDATE", old=old))
+    assert resp["allowed"] is (not denied)
+    if denied:
+        assert sorted(r for r in ("cuda-driver-too-old", "dtype-unsupported-by-gpu")
+                      if f"- {r}:" in resp["status"]["message"]) == denied
+
+
+def test_update_ratchet_on_a_whole_pod_spec_finding_follows_its_message(loaded: Loaded, ctx: EvalContext) -> None:
+    old = pod(image="nvidia/cuda:12.2.2-base-ubuntu22.04")
+    old["spec"]["nodeSelector"] = {"pool": "nowhere"}
+    assert "gpu-no-eligible-node" in answer(loaded, ctx, request(old))["status"]["message"]
+    edited = copy.deepcopy(old)
+    edited["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"}]  # the spec changes, the problem not
+    assert answer(loaded, ctx, request(edited, operation="UPDATE", old=old))["allowed"] is True
+    moved = copy.deepcopy(old)
+    moved["spec"]["nodeSelector"] = {"pool": "elsewhere"}  # another selector nothing matches: a new problem
+    assert answer(loaded, ctx, request(moved, operation="UPDATE", old=old))["allowed"] is False
+
+
+@pytest.mark.parametrize(("failure_mode", "allowed"), [("allow", True), ("deny", False)])
+def test_an_undecidable_request_is_answered_by_the_failure_mode(loaded: Loaded, ctx: EvalContext,
+                                                                failure_mode: str, allowed: bool) -> None:
+    settings = AdmissionSettings(failure_mode=failure_mode)
+    why = "the cluster view has not completed its first sync"
+    out, decision = review(request(pod()), "validate", loaded.ruleset, ctx, settings, None, why)
+    resp = out["response"]
+    assert resp["allowed"] is allowed and decision.internal_error == why and decision.findings == []
+    if allowed:
+        assert resp["warnings"] == [f"compatcheck: not evaluated ({why})"]
+    else:
+        assert why in resp["status"]["message"]
+    # what needs no decision still needs none: opted-out objects and deletions
+    opted = pod(labels={"compatcheck.io/ignore": "true"})
+    out, _ = review(request(opted), "validate", loaded.ruleset, ctx, settings, None, why)
+    assert out["response"] == {"uid": "u-1", "allowed": True}
+    out, _ = review(request(None, operation="DELETE", old=pod()), "mutate", loaded.ruleset, ctx, settings, None, why)
+    assert out["response"] == {"uid": "u-1", "allowed": True}
+
+
 def test_owned_pods_warn_by_default(loaded: Loaded, ctx: EvalContext) -> None:
     owned = pod(args=["--dtype=bfloat16"], ownerReferences=[{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                                               "name": "rs", "uid": "x", "controller": True}])
