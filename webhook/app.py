@@ -129,6 +129,8 @@ async def readyz(request: web.Request) -> web.Response:
         waiting = f" (listing {', '.join(health.waiting_for)})" if health.waiting_for else ""
         return web.Response(status=503, text=f"cluster view not synced yet{waiting}\n")
     view = f"{snap.nodes} nodes in {snap.classes} classes, {snap.crl_valid} CRL keys"
+    if snap.nodes_version:
+        view += f" (nodes at resourceVersion {snap.nodes_version})"
     if health.stale_since is None:
         return web.Response(text=f"ok: {view}\n")
     stale_for = max(0.0, time.time() - health.stale_since)

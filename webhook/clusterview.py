@@ -52,12 +52,14 @@ class Snapshot:
     classes: int = 0
     crl_valid: int = 0
     crl_invalid: int = 0
+    nodes_version: str = ""  # the Nodes' resourceVersion the snapshot includes (live view; "" for files)
 
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
-           synced: bool = True) -> Snapshot:
+           synced: bool = True, nodes_version: str = "") -> Snapshot:
         return cls(EvalContext(kb, cluster, index), synced, cluster.node_count if cluster else 0,
-                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid)
+                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
+                   nodes_version)
 
     def publish(self, metrics: Any) -> None:
         """Set the view gauges (one place for the static and the live view)."""
@@ -160,6 +162,7 @@ class _Watcher(threading.Thread):
         self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
         self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
         self.items: dict[str, Any] = {}
+        self.version = ""  # the resourceVersion ``items`` reflect (changed together, under the lock)
         self._lock = threading.Lock()
         self.synced = threading.Event()
         self.stale_since: float | None = None  # Unix time of the first failure since the view last followed
@@ -194,13 +197,14 @@ class _Watcher(threading.Thread):
             del data, resp
             if not token:
                 break
+        version = str(meta.get("resourceVersion") or "")
         with self._lock:
-            self.items = items
+            self.items, self.version = items, version
         self._followed()
         self.changed()
         self.synced.set()
         _release_memory()
-        return str(meta.get("resourceVersion") or "")
+        return version
 
     def _probe(self) -> None:
         """One cheap request after a failure: it proves the API server answers again before the watch resumes
@@ -215,9 +219,10 @@ class _Watcher(threading.Thread):
                       staleSeconds=round(time.time() - self.stale_since, 3))
         self.stale_since, self.stale_reason = None, ""
 
-    def values(self) -> list[Any]:
+    def values(self) -> tuple[str, list[Any]]:
+        """(the resourceVersion they reflect, the current objects)."""
         with self._lock:
-            return list(self.items.values())
+            return self.version, list(self.items.values())
 
     def _raw_lister(self, **kw: Any) -> Any:
         return self.lister(**kw)
@@ -249,17 +254,18 @@ class _Watcher(threading.Thread):
                         break
                     kind, obj = event.get("type"), event.get("object") or {}
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                    if kind == "BOOKMARK":
-                        continue
                     name = (obj.get("metadata") or {}).get("name")
                     if kind in ("ADDED", "MODIFIED") and name:
                         slim = self.slim(obj)
                         with self._lock:
-                            self.items[name] = slim
+                            self.items[name], self.version = slim, rv
                     elif kind == "DELETED" and name:
                         with self._lock:
                             self.items.pop(name, None)
-                    else:
+                            self.version = rv
+                    else:  # BOOKMARK (nothing changed up to rv) or an event without a name
+                        with self._lock:
+                            self.version = rv
                         continue
                     self.changed()
                 backoff = BACKOFF_MIN  # a watch that ends by its timeout is normal: resume from rv
@@ -335,13 +341,13 @@ class LiveView:
         if not all(w.synced.is_set() for w in self._watchers):
             return
         with self._rebuild_lock:  # the publisher and wait_synced may both get here
-            nodes, crls = self.node_watch.values(), self.crl_watch.values()
+            (nodes_version, nodes), (_, crls) = self.node_watch.values(), self.crl_watch.values()
             cluster = build_cluster_from_records(nodes, self.kb)
             index, invalid = build_index(crls)
             for obj, problems in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
                           name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
-            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True)
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 
