@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -168,6 +169,7 @@ class _Watcher(threading.Thread):
         self.stale_since: float | None = None  # Unix time of the first failure since the view last followed
         self.stale_reason = ""
         self._watch: Any = None
+        self._response: Any = None
 
     def _list(self) -> str:
         # Paginated (limit/continue, as kubectl does): only one page of full Node objects, with their long
@@ -225,7 +227,10 @@ class _Watcher(threading.Thread):
             return self.version, list(self.items.values())
 
     def _raw_lister(self, **kw: Any) -> Any:
-        return self.lister(**kw)
+        self._response = self.lister(**kw)  # kept, so that halt() can end the streaming connection
+        if self.stop_event.is_set():  # halt() came between the request and the line above: end it here
+            self._end(self._response)
+        return self._response
 
     def run(self) -> None:
         from kubernetes import watch
@@ -270,6 +275,8 @@ class _Watcher(threading.Thread):
                     self.changed()
                 backoff = BACKOFF_MIN  # a watch that ends by its timeout is normal: resume from rv
             except ApiException as exc:
+                if self.stop_event.is_set():
+                    break
                 if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
                     rv = None
                     self.on_restart("gone")
@@ -279,6 +286,8 @@ class _Watcher(threading.Thread):
                 self._pause(backoff, f"api error {exc.status}")
                 backoff = min(backoff * 2, BACKOFF_MAX)
             except Exception as exc:  # dropped connections, DNS, TLS: reconnect with backoff, never die
+                if self.stop_event.is_set():
+                    break  # halt() closed the connection under us
                 failed = True
                 self._pause(backoff, f"{type(exc).__name__}: {exc}")
                 backoff = min(backoff * 2, BACKOFF_MAX)
@@ -295,8 +304,19 @@ class _Watcher(threading.Thread):
         self.stop_event.wait(backoff * (0.5 + 0.5 * random.random()))
 
     def halt(self) -> None:
+        """Stop now: a watch only looks at its stop flag between events, so end its connection too. Closing the
+        socket from this thread would not wake the watcher blocked in recv(); shutting it down does."""
         if self._watch is not None:
             self._watch.stop()
+        if self._response is not None:
+            self._end(self._response)
+
+    @staticmethod
+    def _end(response: Any) -> None:
+        with contextlib.suppress(Exception):
+            response.connection.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            response.close()
 
 
 class LiveView:

@@ -26,16 +26,24 @@ from typing import Any
 import pytest
 
 from compatcheck import certs
-from tests.e2e.kapi import KubeAPIServer, find_binaries, free_port
+from tests.e2e.kapi import Binaries, KubeAPIServer, find_binaries, free_port
 
 NS_LABEL = "compatcheck-e2e"
 
 
-def _server(tmp: Path) -> KubeAPIServer:
+def binaries() -> Binaries:
+    """The binaries, or a skip with the one-line reason; a failure instead where the suite is required
+    (.ci/run sets COMPATCHECK_E2E_REQUIRED: CI must not go green by skipping it)."""
     found = find_binaries()
     if isinstance(found, str):
+        if os.environ.get("COMPATCHECK_E2E_REQUIRED"):
+            pytest.fail(f"end-to-end suite required but {found}")
         pytest.skip(found)
-    return KubeAPIServer(found, tmp).start()
+    return found
+
+
+def _server(tmp: Path) -> KubeAPIServer:
+    return KubeAPIServer(binaries(), tmp).start()
 
 
 @pytest.fixture(scope="session")
