@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-namespace", default=os.environ.get("POD_NAMESPACE"),
                        help="namespace of --tls-secret (default: $POD_NAMESPACE)")
     serve.add_argument("--tls-dns", action="append", default=[], help="DNS names for the self-managed certificate")
-    serve.add_argument("--tls-dir", default="/tmp/compatcheck-tls", help="where self-managed certificate files go")
+    serve.add_argument("--tls-dir", help="where self-managed certificate files go: a directory of this user's that "
+                                         "no one else can write to, created 0700 if missing (default: a new "
+                                         "private directory in $TMPDIR, removed at exit)")
     serve.add_argument("--validating-config", help="ValidatingWebhookConfiguration whose caBundle to keep current")
     serve.add_argument("--mutating-config", help="MutatingWebhookConfiguration whose caBundle to keep current")
     serve.add_argument("--host", default="0.0.0.0")
@@ -400,6 +402,8 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
+    import shutil
+    import tempfile
     import threading
 
     from webhook.logs import json_logging  # without the webhook extra, main() says what to install
@@ -407,31 +411,44 @@ def _serve(args: argparse.Namespace) -> int:
 
     json_logging(getattr(logging, args.log_level.upper()))
     stop_renewal = threading.Event()
-    if args.tls_secret:
-        tls_files = _self_managed_tls(args, stop_renewal)
-        if tls_files is None:
-            return EXIT_ERROR
-        args.cert_file, args.key_file = tls_files
-    if not args.cert_file or not args.key_file:
-        _err("give --cert-file and --key-file, or --tls-secret for self-managed TLS")
-        return EXIT_ERROR
-    for path in (args.cert_file, args.key_file):
-        if not os.path.isfile(path):
-            _err(f"{path}: no such file")
-            return EXIT_ERROR
-    state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
-    if state is None:
-        return EXIT_ERROR
-    state.view.start()
+    own_tls_dir = None
     try:
-        return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,
-                                                     args.metrics_port, args.reload_interval)))
-    except OSError as exc:
-        _err(f"cannot serve: {exc}")
-        return EXIT_ERROR
+        if args.tls_secret:
+            if not args.tls_dir:
+                # A new directory (mkdtemp: a unique name, mode 0700), never a fixed name in a shared /tmp that
+                # someone could have created first, or planted a symlink at, to receive the private key.
+                try:
+                    args.tls_dir = own_tls_dir = tempfile.mkdtemp(prefix="compatcheck-tls-")
+                except OSError as exc:
+                    _err(f"cannot create a directory for the TLS files (give --tls-dir): {exc}")
+                    return EXIT_ERROR
+            tls_files = _self_managed_tls(args, stop_renewal)
+            if tls_files is None:
+                return EXIT_ERROR
+            args.cert_file, args.key_file = tls_files
+        if not args.cert_file or not args.key_file:
+            _err("give --cert-file and --key-file, or --tls-secret for self-managed TLS")
+            return EXIT_ERROR
+        for path in (args.cert_file, args.key_file):
+            if not os.path.isfile(path):
+                _err(f"{path}: no such file")
+                return EXIT_ERROR
+        state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
+        if state is None:
+            return EXIT_ERROR
+        state.view.start()
+        try:
+            return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,
+                                                         args.metrics_port, args.reload_interval)))
+        except OSError as exc:
+            _err(f"cannot serve: {exc}")
+            return EXIT_ERROR
+        finally:
+            state.view.stop()
     finally:
         stop_renewal.set()
-        state.view.stop()
+        if own_tls_dir is not None:  # the key material goes with the process
+            shutil.rmtree(own_tls_dir, ignore_errors=True)
 
 
 def _kube_client(kubeconfig: str | None, in_cluster: bool) -> Any:

@@ -105,8 +105,10 @@ def test_create_race_is_settled_by_reading_the_winner(api: FakeAPIServer, tmp_pa
 
 def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Path) -> None:
     """`compatcheck webhook serve --tls-secret ...` as the chart runs it: bootstraps the Secret, patches the
-    caBundles, and serves HTTPS with that certificate (and the live view from the same API server)."""
+    caBundles, and serves HTTPS with that certificate (and the live view from the same API server). With no
+    --tls-dir, the files go to a new private directory in $TMPDIR, removed at exit."""
     import json
+    import os
     import signal
     import ssl
     import subprocess
@@ -124,9 +126,10 @@ def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Pa
     proc = subprocess.Popen(
         [sys.executable, "-m", "compatcheck", "webhook", "serve", "--kubeconfig", api.kubeconfig(str(tmp_path / "kc")),
          "--tls-secret", "compatcheck-tls", "--tls-namespace", "cc", "--tls-dns", "localhost",
-         "--tls-dir", str(tmp_path / "tls"), "--validating-config", "compatcheck-validate",
+         "--validating-config", "compatcheck-validate",
          "--mutating-config", "compatcheck-mutate", "--host", "127.0.0.1", "--port", str(port),
-         "--metrics-port", "0"], cwd=ROOT, stderr=log.open("w"), stdout=subprocess.DEVNULL)
+         "--metrics-port", "0"], cwd=ROOT, stderr=log.open("w"), stdout=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.time() + 30
         body = None
@@ -145,6 +148,10 @@ def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Pa
         assert bundles(api) == {ca_b64}
         logs = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         assert any(e.get("msg") == "created TLS secret" for e in logs)
+        (tls_dir,) = tmp_path.glob("compatcheck-tls-*")
+        assert tls_dir.stat().st_mode & 0o777 == 0o700
+        assert (tls_dir / "tls.key").stat().st_mode & 0o777 == 0o600
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+    assert list(tmp_path.glob("compatcheck-tls-*")) == []  # the key material went with the process
