@@ -126,6 +126,28 @@ def dns_names_of(cert_pem: bytes) -> list[str]:
     return [str(n) for n in san.get_values_for_type(x509.DNSName)]
 
 
+def san_name(name: str) -> str:
+    """One spelling per name: an IP address in its compressed form (``0:0::1`` is ``::1``), a DNS name in lower
+    case (DNS is case-insensitive). ``issue`` puts names that parse as IP addresses into IP SANs."""
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name.lower()
+
+
+def san_names_of(cert_pem: bytes) -> set[str]:
+    """The DNS and IP subject alternative names of a certificate, spelt as ``san_name`` spells them."""
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return ({san_name(n) for n in san.get_values_for_type(x509.DNSName)}
+            | {str(ip) for ip in san.get_values_for_type(x509.IPAddress)})
+
+
 class UnsafeDirectoryError(ValueError):
     """The output directory could let someone else read or replace the key material."""
 

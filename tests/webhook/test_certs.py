@@ -119,3 +119,8 @@ def test_cert_generate_refuses_an_unsafe_directory_in_one_line(tmp_path: Path) -
     assert proc.stderr.count("\n") == 1 and "is a symbolic link" in proc.stderr and "Traceback" not in proc.stderr
     assert list(target.iterdir()) == []
 
+
+def test_san_names_cover_dns_and_ip_sans() -> None:
+    cert, _key = certs.issue(*certs.make_ca(), ["Compatcheck.ns.svc", "127.0.0.1", "0:0::1"])
+    assert certs.san_names_of(cert) == {"compatcheck.ns.svc", "127.0.0.1", "::1"}
+    assert certs.dns_names_of(cert) == ["Compatcheck.ns.svc"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,11 +29,11 @@ def api() -> Iterator[FakeAPIServer]:
     server.stop()
 
 
-def tls(api: FakeAPIServer, tmp_path: Path, name: str = "r1") -> SelfManagedTLS:
+def tls(api: FakeAPIServer, tmp_path: Path, name: str = "r1", dns: list[str] = DNS) -> SelfManagedTLS:
     from kubernetes import config
 
     client = config.new_client_from_config(config_file=api.kubeconfig(str(tmp_path / f"kc-{name}")))
-    return SelfManagedTLS(client, "cc", "compatcheck-tls", DNS, "compatcheck-validate", "compatcheck-mutate",
+    return SelfManagedTLS(client, "cc", "compatcheck-tls", dns, "compatcheck-validate", "compatcheck-mutate",
                           str(tmp_path / name))
 
 
@@ -81,6 +83,34 @@ def test_renews_before_expiry_keeping_the_ca(api: FakeAPIServer, tmp_path: Path)
     assert api.objects["secrets"]["compatcheck-tls"]["data"]["ca.crt"] == base64.b64encode(ca).decode()
     assert ("PUT", "/api/v1/namespaces/cc/secrets/compatcheck-tls") in api.calls
     assert [c for c in api.calls if c[0] == "PATCH"] == []  # same CA: caBundles already right
+
+
+def test_ip_sans_count_as_names_the_certificate_has(tmp_path: Path) -> None:
+    """An IP in --tls-dns is in an IP SAN: it must be found there, whatever its spelling, or every start renews."""
+    names = ["compatcheck.ns.svc", "127.0.0.1", "::1"]
+    ca, ca_key = certs.make_ca()
+    t = SelfManagedTLS(None, "ns", "compatcheck-tls", names, None, None, str(tmp_path))
+
+    def secret(crt: bytes) -> dict[str, Any]:
+        return {"data": {"tls.crt": base64.b64encode(crt).decode(), "ca.key": base64.b64encode(ca_key).decode()}}
+
+    crt, _key = certs.issue(ca, ca_key, names)
+    assert not t._needs_renewal(secret(crt))
+    assert not replace(t, dns_names=["Compatcheck.NS.svc", "127.0.0.1", "0:0:0:0:0:0:0:1"])._needs_renewal(secret(crt))
+    assert replace(t, dns_names=[*names, "10.0.0.1"])._needs_renewal(secret(crt))
+    assert replace(t, dns_names=[*names, "compatcheck.ns.svc.cluster.local"])._needs_renewal(secret(crt))
+    short, _key = certs.issue(ca, ca_key, names, days=10)  # inside the 30-day renewal window
+    assert t._needs_renewal(secret(short))
+
+
+def test_a_second_replica_with_ip_names_renews_nothing(api: FakeAPIServer, tmp_path: Path) -> None:
+    names = [*DNS, "127.0.0.1", "::1"]
+    tls(api, tmp_path, "r1", names).bootstrap()
+    before = dict(api.objects["secrets"]["compatcheck-tls"]["data"])
+    api.calls.clear()
+    tls(api, tmp_path, "r2", names).bootstrap()
+    assert [c for c in api.calls if c[0] in ("POST", "PUT", "PATCH")] == []
+    assert api.objects["secrets"]["compatcheck-tls"]["data"] == before
 
 
 def test_create_race_is_settled_by_reading_the_winner(api: FakeAPIServer, tmp_path: Path,
