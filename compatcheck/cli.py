@@ -11,10 +11,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compatcheck import __version__
 from compatcheck.model import Severity
+
+if TYPE_CHECKING:
+    from webhook.server import ServeOptions
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
@@ -95,6 +98,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8443)
     serve.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics (0 disables)")
+    serve.add_argument("--metrics-host", default="127.0.0.1",
+                       help="address of the metrics port (default: 127.0.0.1; 0.0.0.0 for Prometheus in a pod)")
+    serve.add_argument("--handshake-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="close a connection whose TLS handshake takes longer (default: 10)")
+    serve.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="close a connection whose first request head takes longer after the handshake "
+                            "(default: 10)")
+    serve.add_argument("--body-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="answer 408 to a request whose body takes longer after its head (default: 10)")
+    serve.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S",
+                       help="close a keep-alive connection with no complete request head for this long after "
+                            "a response (default: 120, above the API server's 90 s idle timeout)")
+    serve.add_argument("--max-connections", type=_count, default=400, metavar="N",
+                       help="open admission connections at most; at the cap the oldest one still waiting for its "
+                            "first request is closed to make room (default: 400)")
     serve.add_argument("--config", help="config file (rules, fixes, webhook: mode, failureMode, ownedPods)")
     serve.add_argument("--rules-dir", action="append", default=[])
     serve.add_argument("--nodes", help="static cluster view: node list or ClusterProfile")
@@ -139,6 +157,26 @@ def _print_problems(problems: Any) -> None:
     for prob in problems:
         where = f"{prob.path}:{prob.line}" if prob.line else prob.path
         print(f"{where}: error: {prob.message}", file=sys.stderr)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def _load(rule_dirs: list[str], validate_builtin: bool = False) -> Any:
@@ -399,6 +437,16 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
     return State(loaded.ruleset, AdmissionSettings.from_config(config), view, metrics)
 
 
+def _serve_options(args: argparse.Namespace) -> ServeOptions:
+    from webhook.server import ServeOptions
+
+    return ServeOptions(args.cert_file, args.key_file, host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        reload_interval=args.reload_interval, metrics_host=args.metrics_host,
+                        handshake_timeout=args.handshake_timeout, header_timeout=args.header_timeout,
+                        body_timeout=args.body_timeout, idle_timeout=args.idle_timeout,
+                        max_connections=args.max_connections)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -407,7 +455,7 @@ def _serve(args: argparse.Namespace) -> int:
     import threading
 
     from webhook.logs import json_logging  # without the webhook extra, main() says what to install
-    from webhook.server import ServeOptions, serve
+    from webhook.server import serve
 
     json_logging(getattr(logging, args.log_level.upper()))
     stop_renewal = threading.Event()
@@ -438,8 +486,7 @@ def _serve(args: argparse.Namespace) -> int:
             return EXIT_ERROR
         state.view.start()
         try:
-            return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,
-                                                         args.metrics_port, args.reload_interval)))
+            return asyncio.run(serve(state, _serve_options(args)))
         except OSError as exc:
             _err(f"cannot serve: {exc}")
             return EXIT_ERROR
