@@ -1,6 +1,6 @@
 """The webhook's transport limits against the real server (``webhook.server.start``, as ``serve`` runs it) over
-real TLS sockets: slow request heads, slow bodies, stalled handshakes, idle keep-alive, the connection cap, and
-where the metrics port listens.
+real TLS sockets: slow request heads, slow bodies, stalled handshakes, idle keep-alive, the connection cap, the
+TLS floor of the context the listener really uses, and where the metrics port listens.
 
 The server runs in a thread with its own event loop; the clients are plain blocking sockets in the test thread.
 Timeouts are passed short so that each test takes seconds.
@@ -276,6 +276,24 @@ def test_at_the_cap_slow_connections_make_room_for_real_requests(tmp_path: Path,
         assert srv.metric("compatcheck_connections_closed_total", listener="admission", reason="rejected") == 1
         for conn in kept:
             conn.close()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_listening_context_refuses_tls_below_1_2(tmp_path: Path, loaded: Loaded) -> None:
+    """The floor is asserted on the SSLContext the admission listener hands its handshakes, not on a context
+    built for the test: OpenSSL's own security level may refuse old clients anyway, and hide a lowered floor."""
+    with serving(tmp_path, loaded) as srv:
+        assert srv.running.ssl_context.minimum_version == ssl.TLSVersion.TLSv1_2
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = srv.context()
+            ctx.minimum_version = ctx.maximum_version = version
+            with srv.tls(ctx) as s:
+                assert s.version() == {ssl.TLSVersion.TLSv1_2: "TLSv1.2", ssl.TLSVersion.TLSv1_3: "TLSv1.3"}[version]
+        old = srv.context()
+        old.minimum_version = ssl.TLSVersion.TLSv1
+        old.maximum_version = ssl.TLSVersion.TLSv1_1
+        with pytest.raises((ssl.SSLError, OSError)):
+            srv.tls(old).close()
 
 
 def test_metrics_listen_on_the_metrics_host_only(tmp_path: Path, loaded: Loaded) -> None:
