@@ -11,10 +11,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compatcheck import __version__
 from compatcheck.model import Severity
+
+if TYPE_CHECKING:
+    from webhook.server import ServeOptions
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
@@ -87,12 +90,29 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-namespace", default=os.environ.get("POD_NAMESPACE"),
                        help="namespace of --tls-secret (default: $POD_NAMESPACE)")
     serve.add_argument("--tls-dns", action="append", default=[], help="DNS names for the self-managed certificate")
-    serve.add_argument("--tls-dir", default="/tmp/compatcheck-tls", help="where self-managed certificate files go")
+    serve.add_argument("--tls-dir", help="where self-managed certificate files go: a directory of this user's that "
+                                         "no one else can write to, created 0700 if missing (default: a new "
+                                         "private directory in $TMPDIR, removed at exit)")
     serve.add_argument("--validating-config", help="ValidatingWebhookConfiguration whose caBundle to keep current")
     serve.add_argument("--mutating-config", help="MutatingWebhookConfiguration whose caBundle to keep current")
     serve.add_argument("--host", default="0.0.0.0")
     serve.add_argument("--port", type=int, default=8443)
     serve.add_argument("--metrics-port", type=int, default=9090, help="plain-HTTP /metrics (0 disables)")
+    serve.add_argument("--metrics-host", default="127.0.0.1",
+                       help="address of the metrics port (default: 127.0.0.1; 0.0.0.0 for Prometheus in a pod)")
+    serve.add_argument("--handshake-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="close a connection whose TLS handshake takes longer (default: 10)")
+    serve.add_argument("--header-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="close a connection whose first request head takes longer after the handshake "
+                            "(default: 10)")
+    serve.add_argument("--body-timeout", type=_seconds, default=10.0, metavar="S",
+                       help="answer 408 to a request whose body takes longer after its head (default: 10)")
+    serve.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S",
+                       help="close a keep-alive connection with no complete request head for this long after "
+                            "a response (default: 120, above the API server's 90 s idle timeout)")
+    serve.add_argument("--max-connections", type=_count, default=400, metavar="N",
+                       help="open admission connections at most; at the cap the oldest one still waiting for its "
+                            "first request is closed to make room (default: 400)")
     serve.add_argument("--config", help="config file (rules, fixes, webhook: mode, failureMode, ownedPods)")
     serve.add_argument("--rules-dir", action="append", default=[])
     serve.add_argument("--nodes", help="static cluster view: node list or ClusterProfile")
@@ -140,6 +160,26 @@ def _print_problems(problems: Any) -> None:
     for prob in problems:
         where = f"{prob.path}:{prob.line}" if prob.line else prob.path
         print(f"{where}: error: {prob.message}", file=sys.stderr)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def _load(rule_dirs: list[str], validate_builtin: bool = False) -> Any:
@@ -400,45 +440,69 @@ def _webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | 
     return State(loaded.ruleset, AdmissionSettings.from_config(config), view, metrics)
 
 
+def _serve_options(args: argparse.Namespace) -> ServeOptions:
+    from webhook.server import ServeOptions
+
+    return ServeOptions(args.cert_file, args.key_file, host=args.host, port=args.port, metrics_port=args.metrics_port,
+                        reload_interval=args.reload_interval, metrics_host=args.metrics_host,
+                        handshake_timeout=args.handshake_timeout, header_timeout=args.header_timeout,
+                        body_timeout=args.body_timeout, idle_timeout=args.idle_timeout,
+                        max_connections=args.max_connections)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
+    import shutil
+    import tempfile
     import threading
 
     from webhook.logs import json_logging  # without the webhook extra, main() says what to install
-    from webhook.server import ServeOptions, serve
+    from webhook.server import serve
 
     json_logging(getattr(logging, args.log_level.upper()))
     stop_renewal = threading.Event()
-    if args.tls_secret:
-        tls_files = _self_managed_tls(args, stop_renewal)
-        if tls_files is None:
-            return EXIT_ERROR
-        args.cert_file, args.key_file = tls_files
-    if not args.cert_file or not args.key_file:
-        _err("give --cert-file and --key-file, or --tls-secret for self-managed TLS")
-        return EXIT_ERROR
-    for path in (args.cert_file, args.key_file):
-        if not os.path.isfile(path):
-            _err(f"{path}: no such file")
-            return EXIT_ERROR
-    state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
-    if state is None:
-        return EXIT_ERROR
-    if args.max_staleness < 0:
-        _err("--max-staleness must be 0 (never) or positive")
-        return EXIT_ERROR
-    state.max_staleness = args.max_staleness
-    state.view.start()
+    own_tls_dir = None
     try:
-        return asyncio.run(serve(state, ServeOptions(args.cert_file, args.key_file, args.host, args.port,
-                                                     args.metrics_port, args.reload_interval)))
-    except OSError as exc:
-        _err(f"cannot serve: {exc}")
-        return EXIT_ERROR
+        if args.tls_secret:
+            if not args.tls_dir:
+                # A new directory (mkdtemp: a unique name, mode 0700), never a fixed name in a shared /tmp that
+                # someone could have created first, or planted a symlink at, to receive the private key.
+                try:
+                    args.tls_dir = own_tls_dir = tempfile.mkdtemp(prefix="compatcheck-tls-")
+                except OSError as exc:
+                    _err(f"cannot create a directory for the TLS files (give --tls-dir): {exc}")
+                    return EXIT_ERROR
+            tls_files = _self_managed_tls(args, stop_renewal)
+            if tls_files is None:
+                return EXIT_ERROR
+            args.cert_file, args.key_file = tls_files
+        if not args.cert_file or not args.key_file:
+            _err("give --cert-file and --key-file, or --tls-secret for self-managed TLS")
+            return EXIT_ERROR
+        for path in (args.cert_file, args.key_file):
+            if not os.path.isfile(path):
+                _err(f"{path}: no such file")
+                return EXIT_ERROR
+        if args.max_staleness < 0:
+            _err("--max-staleness must be 0 (never) or positive")
+            return EXIT_ERROR
+        state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
+        if state is None:
+            return EXIT_ERROR
+        state.max_staleness = args.max_staleness
+        state.view.start()
+        try:
+            return asyncio.run(serve(state, _serve_options(args)))
+        except OSError as exc:
+            _err(f"cannot serve: {exc}")
+            return EXIT_ERROR
+        finally:
+            state.view.stop()
     finally:
         stop_renewal.set()
-        state.view.stop()
+        if own_tls_dir is not None:  # the key material goes with the process
+            shutil.rmtree(own_tls_dir, ignore_errors=True)
 
 
 def _kube_client(kubeconfig: str | None, in_cluster: bool) -> Any:

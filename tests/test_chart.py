@@ -106,11 +106,47 @@ def test_deployment_args_are_valid_cli_flags(helm: str, mode: str) -> None:
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     ns = _parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
     assert ns.port == 8443 and ns.config == "/etc/compatcheck/config/config.yaml"
+    assert ns.metrics_host == "0.0.0.0"  # Prometheus scrapes the pod IP; the server's default is the loopback
     if mode == "self-managed":
         assert ns.tls_secret == "cc-compatcheck-tls" and ns.validating_config == "cc-compatcheck"
         assert "cc-compatcheck.compatcheck.svc" in ns.tls_dns
     else:
         assert ns.cert_file == "/etc/compatcheck/tls/tls.crt"
+
+
+NAMESPACED = {"ServiceAccount", "ConfigMap", "Service", "PodDisruptionBudget", "Deployment", "Role", "RoleBinding",
+              "ServiceMonitor", "Issuer", "Certificate"}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+EVERYTHING_ON = ["--set", "metrics.serviceMonitor.enabled=true", "--set", "podDisruptionBudget.enabled=true",
+                 "--set-string", "rules.extra\\.yaml=rules: []", "--set-string", "ruleData.images\\.yaml=rows: []"]
+
+
+@pytest.mark.parametrize("mode", ["self-managed", "cert-manager"])
+def test_every_namespaced_object_names_the_release_namespace(helm: str, mode: str) -> None:
+    """`helm template | kubectl apply -f -` without -n must not scatter the release over the current namespace:
+    every namespaced object says its namespace (kube-public for the CRL Role and RoleBinding), and no
+    cluster-scoped object has one."""
+    proc = subprocess.run([helm, "template", "cc", str(CHART), "--namespace", "gpu-policy", *MODES[mode],
+                           *EVERYTHING_ON], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    objs = [d for d in YAML(typ="safe").load_all(proc.stdout) if d]
+    kinds = {o["kind"] for o in objs}
+    assert kinds <= NAMESPACED | CLUSTER_SCOPED, f"say whether {kinds - NAMESPACED - CLUSTER_SCOPED} is namespaced"
+    expected = NAMESPACED - ({"Issuer", "Certificate"} if mode == "self-managed" else set())
+    assert expected <= kinds  # every optional object was rendered
+    wrong = {}
+    for o in objs:
+        meta = o["metadata"]
+        if o["kind"] in CLUSTER_SCOPED:
+            want = None
+        elif o["kind"] in ("Role", "RoleBinding") and meta["name"] == "cc-compatcheck-crl":
+            want = "kube-public"
+        else:
+            want = "gpu-policy"
+        if meta.get("namespace") != want:
+            wrong[f"{o['kind']}/{meta['name']}"] = meta.get("namespace")
+    assert wrong == {}
+    assert len(by_kind(objs, "ConfigMap")) == 3
 
 
 def test_hardened_pod(helm: str) -> None:

@@ -1,11 +1,14 @@
 """The aiohttp application: routes, body limits, structured decision logs, metrics.
 
 ``make_app`` is a factory (state under typed ``web.AppKey``s); ``compatcheck.admission.review`` decides.
-Malformed calls get HTTP 4xx with a message; policy answers are always HTTP 200 AdmissionReviews.
+Malformed calls get HTTP 4xx with a message (413 too large, 408 body too slow); policy answers are always
+HTTP 200 AdmissionReviews. Nothing here decides admission, and nothing here knows about sockets or TLS
+(``webhook.server`` does).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,6 +26,7 @@ from webhook.logs import DecisionLog, log_event
 from webhook.metrics import Metrics
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the API server's own request limit is 3 MiB
+BODY_TIMEOUT = 10.0  # seconds from the request head to the end of the body (the API server waits 30 s at most)
 log = logging.getLogger("compatcheck.webhook")
 decisions = DecisionLog(log)
 LABELLED_KINDS = known_kind_names() | {"ConfigMap"}
@@ -46,6 +50,7 @@ class State:
 
 
 STATE = web.AppKey("state", State)
+BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
 
 
 def _bad(request: web.Request, status: int, reason: str, message: str) -> web.Response:
@@ -62,7 +67,17 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         return _bad(request, 413, "too-large", f"request body of {request.content_length} bytes is over the "
                                                f"{MAX_BODY} byte limit")
     try:
-        raw = await request.read()  # the whole body, bounded by client_max_size (chunked bodies included)
+        # The whole body, bounded by client_max_size (chunked bodies included) and in time: a client that
+        # trickles its body must not hold a connection and a handler. The API server sends head and body
+        # together, so the body is usually all there already, and then no timer is needed.
+        if request.content.is_eof():
+            raw = await request.read()
+        else:
+            raw = await asyncio.wait_for(request.read(), request.app[BODY_TIMEOUT_KEY])
+    except asyncio.TimeoutError:
+        slow = _bad(request, 408, "timeout", f"request body not received within {request.app[BODY_TIMEOUT_KEY]:g} s")
+        slow.force_close()  # the rest of the body may still come: the connection cannot carry another request
+        return slow
     except web.HTTPRequestEntityTooLarge:
         return _bad(request, 413, "too-large", f"request body is over the {MAX_BODY} byte limit")
     except Exception as exc:
@@ -149,11 +164,12 @@ async def metrics_handler(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def make_app(state: State) -> web.Application:
+def make_app(state: State, *, body_timeout: float = BODY_TIMEOUT) -> web.Application:
     """The HTTPS admission application."""
     # client_max_size bounds what aiohttp buffers for a body (413 past it), whatever the Content-Length says.
     app = web.Application(client_max_size=MAX_BODY)
     app[STATE] = state
+    app[BODY_TIMEOUT_KEY] = body_timeout
     app.router.add_post("/validate", validate)
     app.router.add_post("/mutate", mutate)
     app.router.add_get("/healthz", healthz)

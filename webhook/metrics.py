@@ -38,6 +38,13 @@ class Metrics:
         self.cert_expiry = Gauge("compatcheck_certificate_expiry_timestamp_seconds",
                                  "notAfter of the serving certificate (Unix time)", registry=r)
         self.cert_reloads = Counter("compatcheck_certificate_reloads_total", "Serving certificate reloads", registry=r)
+        self.connections = Gauge("compatcheck_connections", "Open connections by listener (admission, metrics)",
+                                 ["listener"], registry=r)
+        self.connections_closed = Counter(
+            "compatcheck_connections_closed_total",
+            "Connections the server closed early: header-timeout (no request head in time), evicted (at the cap, "
+            "to make room: it had sent no request yet), rejected (at the cap, nothing to evict)",
+            ["listener", "reason"], registry=r)
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

@@ -77,10 +77,13 @@ class SelfManagedTLS:
             return True
         try:
             expires = certs.not_after(crt)
-            names = set(certs.dns_names_of(crt))
+            names = certs.san_names_of(crt)
         except ValueError:
             return True
-        return expires - dt.datetime.now(dt.timezone.utc) < RENEW_BEFORE or not set(self.dns_names) <= names
+        # Both kinds of SAN: an IP in --tls-dns sits in an IP SAN, and comparing it with the DNS SANs alone made
+        # every replica renew on every start (and fight over the Secret).
+        wanted = {certs.san_name(n) for n in self.dns_names}
+        return expires - dt.datetime.now(dt.timezone.utc) < RENEW_BEFORE or not wanted <= names
 
     def ensure_secret(self) -> dict[str, Any]:
         """The current Secret, created or renewed as needed. Safe to run from every replica at once."""

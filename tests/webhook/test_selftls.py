@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,11 +29,11 @@ def api() -> Iterator[FakeAPIServer]:
     server.stop()
 
 
-def tls(api: FakeAPIServer, tmp_path: Path, name: str = "r1") -> SelfManagedTLS:
+def tls(api: FakeAPIServer, tmp_path: Path, name: str = "r1", dns: list[str] = DNS) -> SelfManagedTLS:
     from kubernetes import config
 
     client = config.new_client_from_config(config_file=api.kubeconfig(str(tmp_path / f"kc-{name}")))
-    return SelfManagedTLS(client, "cc", "compatcheck-tls", DNS, "compatcheck-validate", "compatcheck-mutate",
+    return SelfManagedTLS(client, "cc", "compatcheck-tls", dns, "compatcheck-validate", "compatcheck-mutate",
                           str(tmp_path / name))
 
 
@@ -83,6 +85,34 @@ def test_renews_before_expiry_keeping_the_ca(api: FakeAPIServer, tmp_path: Path)
     assert [c for c in api.calls if c[0] == "PATCH"] == []  # same CA: caBundles already right
 
 
+def test_ip_sans_count_as_names_the_certificate_has(tmp_path: Path) -> None:
+    """An IP in --tls-dns is in an IP SAN: it must be found there, whatever its spelling, or every start renews."""
+    names = ["compatcheck.ns.svc", "127.0.0.1", "::1"]
+    ca, ca_key = certs.make_ca()
+    t = SelfManagedTLS(None, "ns", "compatcheck-tls", names, None, None, str(tmp_path))
+
+    def secret(crt: bytes) -> dict[str, Any]:
+        return {"data": {"tls.crt": base64.b64encode(crt).decode(), "ca.key": base64.b64encode(ca_key).decode()}}
+
+    crt, _key = certs.issue(ca, ca_key, names)
+    assert not t._needs_renewal(secret(crt))
+    assert not replace(t, dns_names=["Compatcheck.NS.svc", "127.0.0.1", "0:0:0:0:0:0:0:1"])._needs_renewal(secret(crt))
+    assert replace(t, dns_names=[*names, "10.0.0.1"])._needs_renewal(secret(crt))
+    assert replace(t, dns_names=[*names, "compatcheck.ns.svc.cluster.local"])._needs_renewal(secret(crt))
+    short, _key = certs.issue(ca, ca_key, names, days=10)  # inside the 30-day renewal window
+    assert t._needs_renewal(secret(short))
+
+
+def test_a_second_replica_with_ip_names_renews_nothing(api: FakeAPIServer, tmp_path: Path) -> None:
+    names = [*DNS, "127.0.0.1", "::1"]
+    tls(api, tmp_path, "r1", names).bootstrap()
+    before = dict(api.objects["secrets"]["compatcheck-tls"]["data"])
+    api.calls.clear()
+    tls(api, tmp_path, "r2", names).bootstrap()
+    assert [c for c in api.calls if c[0] in ("POST", "PUT", "PATCH")] == []
+    assert api.objects["secrets"]["compatcheck-tls"]["data"] == before
+
+
 def test_create_race_is_settled_by_reading_the_winner(api: FakeAPIServer, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     winner = tls(api, tmp_path, "winner")
@@ -105,8 +135,10 @@ def test_create_race_is_settled_by_reading_the_winner(api: FakeAPIServer, tmp_pa
 
 def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Path) -> None:
     """`compatcheck webhook serve --tls-secret ...` as the chart runs it: bootstraps the Secret, patches the
-    caBundles, and serves HTTPS with that certificate (and the live view from the same API server)."""
+    caBundles, and serves HTTPS with that certificate (and the live view from the same API server). With no
+    --tls-dir, the files go to a new private directory in $TMPDIR, removed at exit."""
     import json
+    import os
     import signal
     import ssl
     import subprocess
@@ -124,9 +156,10 @@ def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Pa
     proc = subprocess.Popen(
         [sys.executable, "-m", "compatcheck", "webhook", "serve", "--kubeconfig", api.kubeconfig(str(tmp_path / "kc")),
          "--tls-secret", "compatcheck-tls", "--tls-namespace", "cc", "--tls-dns", "localhost",
-         "--tls-dir", str(tmp_path / "tls"), "--validating-config", "compatcheck-validate",
+         "--validating-config", "compatcheck-validate",
          "--mutating-config", "compatcheck-mutate", "--host", "127.0.0.1", "--port", str(port),
-         "--metrics-port", "0"], cwd=ROOT, stderr=log.open("w"), stdout=subprocess.DEVNULL)
+         "--metrics-port", "0"], cwd=ROOT, stderr=log.open("w"), stdout=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.time() + 30
         body = None
@@ -145,6 +178,10 @@ def test_serve_with_self_managed_tls_end_to_end(api: FakeAPIServer, tmp_path: Pa
         assert bundles(api) == {ca_b64}
         logs = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         assert any(e.get("msg") == "created TLS secret" for e in logs)
+        (tls_dir,) = tmp_path.glob("compatcheck-tls-*")
+        assert tls_dir.stat().st_mode & 0o777 == 0o700
+        assert (tls_dir / "tls.key").stat().st_mode & 0o777 == 0o600
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+    assert list(tmp_path.glob("compatcheck-tls-*")) == []  # the key material went with the process
