@@ -4,6 +4,7 @@ server's real routes and CLI, RBAC scope, values.schema.json, the generated READ
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ MODES = {
                             "--set", "tls.certManager.issuerRef.kind=ClusterIssuer"],
     "secret": ["--set", "tls.mode=secret", "--set", "tls.secretName=my-tls", "--set", "tls.caBundle=Q0FCVU5ETEU="],
     "no-live-view": ["--set", "clusterView.mode=none", "--set", "tls.mode=secret", "--set", "tls.caBundle=QUJD"],
+    "url": ["--set", "webhook.url=https://127.0.0.1:8443"],
 }
 CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
 
@@ -107,7 +109,7 @@ def test_deployment_args_are_valid_cli_flags(helm: str, mode: str) -> None:
     ns = _parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
     assert ns.port == 8443 and ns.config == "/etc/compatcheck/config/config.yaml"
     assert ns.metrics_host == "0.0.0.0"  # Prometheus scrapes the pod IP; the server's default is the loopback
-    if mode == "self-managed":
+    if mode in ("self-managed", "url"):
         assert ns.tls_secret == "cc-compatcheck-tls" and ns.validating_config == "cc-compatcheck"
         assert "cc-compatcheck.compatcheck.svc" in ns.tls_dns
     else:
@@ -239,6 +241,32 @@ def test_tls_modes(helm: str) -> None:
     assert volumes["tls"]["secret"]["secretName"] == "my-tls"
 
 
+@pytest.mark.parametrize(("url", "host"), [
+    ("https://127.0.0.1:18443", "127.0.0.1"),
+    ("https://[::1]:8443/", "::1"),
+    ("https://hook.example.com/base/", "hook.example.com"),
+    ("https://hook.example.com", "hook.example.com"),
+])
+def test_webhook_url_replaces_the_service(helm: str, url: str, host: str) -> None:
+    """webhook.url: a url clientConfig (/validate, /mutate appended) instead of the Service, for an API server
+    that cannot reach Services; self-managed TLS gets the URL's host (no port, no brackets) into its SANs."""
+    objs = template(helm, "--set", f"webhook.url={url}")
+    base = url.rstrip("/")
+    for kind, path in (("ValidatingWebhookConfiguration", "/validate"), ("MutatingWebhookConfiguration", "/mutate")):
+        (cfg,) = by_kind(objs, kind)
+        assert [w["clientConfig"] for w in cfg["webhooks"]] == [{"url": base + path}] * len(cfg["webhooks"])
+    (deploy,) = by_kind(objs, "Deployment")
+    assert [a for a in deploy["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--tls-dns")] == [
+        "--tls-dns=cc-compatcheck.compatcheck.svc", "--tls-dns=cc-compatcheck.compatcheck.svc.cluster.local",
+        f"--tls-dns={host}"]
+    sec = template(helm, *MODES["secret"], "--set", f"webhook.url={url}")
+    (val,) = by_kind(sec, "ValidatingWebhookConfiguration")
+    assert {json.dumps(w["clientConfig"]) for w in val["webhooks"]} == {
+        json.dumps({"url": base + "/validate", "caBundle": "Q0FCVU5ETEU="})}
+    (deploy,) = by_kind(sec, "Deployment")
+    assert not any(a.startswith("--tls-dns") for a in deploy["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--set", "replicaCount=0"], "minimum"),
     (["--set", "tls.mode=vault"], "/tls/mode"),
@@ -248,6 +276,9 @@ def test_tls_modes(helm: str) -> None:
     (["--set", "colour=red"], "colour"),
     (["--set", "config.webhook.mode=loud"], "/config/webhook/mode"),
     (["--set", "metrics.port=8443"], "/metrics/port"),
+    (["--set", "webhook.url=http://hook.example.com"], "/webhook/url"),
+    (["--set", "webhook.url=https://user@hook.example.com"], "/webhook/url"),
+    (["--set", "webhook.url=https://hook.example.com/?q=1"], "/webhook/url"),
 ])
 def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
     proc = subprocess.run([helm, "template", "cc", str(CHART), *args], capture_output=True, text=True)

@@ -79,14 +79,23 @@ matchExpressions:
 {{- end -}}
 
 {{- define "compatcheck.clientConfig" -}}
+{{- with .root.Values.webhook.url }}
+url: {{ printf "%s%s" (trimSuffix "/" .) $.path | quote }}
+{{- else }}
 service:
   name: {{ include "compatcheck.fullname" .root }}
   namespace: {{ .root.Release.Namespace }}
   path: {{ .path }}
   port: {{ .root.Values.service.port }}
+{{- end }}
 {{- if eq .root.Values.tls.mode "secret" }}
 caBundle: {{ required "tls.caBundle is required when tls.mode is secret" .root.Values.tls.caBundle }}
 {{- end }}
+{{- end -}}
+
+{{/* The host of webhook.url without port or IPv6 brackets: a name or an IP the serving certificate must cover. */}}
+{{- define "compatcheck.urlHost" -}}
+{{- regexReplaceAll `^\[?([^\]]*?)\]?(:[0-9]+)?$` (urlParse .Values.webhook.url).host "${1}" -}}
 {{- end -}}
 
 {{- define "compatcheck.injectAnnotation" -}}
