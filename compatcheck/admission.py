@@ -381,7 +381,9 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     payload: ResponsePayload = {
         "allowed": True, "patchType": "JSONPatch",
         "patch": base64.b64encode(dumps(patch)).decode(),
-        "warnings": [_short(f"compatcheck set: {f.fix.description} ({f.rule_id})", MAX_WARNING)
+        # The rule id leads, as in validation warnings: at the end, the cut to MAX_WARNING took it off the
+        # long descriptions (a CRL default's is ~90 characters), and it is what a user looks up.
+        "warnings": [_short(f"compatcheck fixed {f.rule_id}: {f.fix.description}", MAX_WARNING)
                      for f in applied if f.fix is not None][:20],
     }
     return _envelope(req, payload)

@@ -255,6 +255,17 @@ def test_crl_defaults_are_mutated_by_default(loaded: Loaded, ctx: EvalContext) -
     assert "patch" not in answer(loaded, ctx, again, "mutate")
 
 
+def test_mutation_warnings_name_the_rule_first(loaded: Loaded, ctx: EvalContext) -> None:
+    """The cut to 120 characters used to take the rule id off the end of a long fix description."""
+    body = request(pod(image="nvidia/cuda:11.4.3-base-ubuntu20.04", limits={
+        "tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4"}))
+    body["request"]["object"]["spec"]["containers"][0]["resources"]["requests"] = {
+        "tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4"}
+    assert answer(loaded, ctx, body, "mutate")["warnings"] == [
+        "compatcheck fixed crl-default-missing: set limits.example.com/vcuda-priority to the CRL default 1 (and "
+        "requests, policy…"]
+
+
 def test_unsafe_mutations_are_opt_in(loaded: Loaded, ctx: EvalContext) -> None:
     body = request(pod(args=["--dtype=bfloat16"]))
     assert "patch" not in answer(loaded, ctx, body, "mutate")
