@@ -129,40 +129,41 @@ def deployment(name: str, pod: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- the webhook
 
 
-class Webhook:
-    """``compatcheck webhook serve`` as a process, HTTPS on a loopback port with a certificate for 127.0.0.1."""
+class WebhookProcess:
+    """A ``compatcheck webhook serve`` process run with ``argv`` (after ``compatcheck webhook serve``), serving
+    HTTPS on ``port`` with a certificate that ``ca_file`` (read when first needed: self-managed TLS writes it at
+    start) verifies for 127.0.0.1, and /metrics on ``metrics_port``."""
 
-    def __init__(self, kapi: KubeAPIServer, workdir: Path, *, kubeconfig: Path | None = None,
-                 config: dict[str, Any] | None = None, args: list[str] | None = None, port: int | None = None) -> None:
+    def __init__(self, kapi: KubeAPIServer, workdir: Path, argv: list[str], *, port: int, metrics_port: int,
+                 ca_file: Path, env: dict[str, str] | None = None) -> None:
         self.kapi = kapi
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
-        self.metrics_port = free_port()
-        tls = self.dir / "tls"
-        if not (tls / "tls.crt").exists():
-            certs.write(str(tls), certs.generate(["127.0.0.1"]))
-        self.ca = (tls / "ca.crt").read_bytes()
-        self.ca_file = tls / "ca.crt"
-        cfg = self.dir / "config.yaml"
-        cfg.write_text(json.dumps({"apiVersion": "compatcheck/v1", **(config or {})}))
-        self.args = [sys.executable, "-m", "compatcheck", "webhook", "serve", "--host", "127.0.0.1",
-                     "--port", str(self.port), "--metrics-port", str(self.metrics_port),
-                     "--cert-file", str(tls / "tls.crt"), "--key-file", str(tls / "tls.key"),
-                     "--config", str(cfg), *(args if args is not None else
-                                             ["--kubeconfig", str(kubeconfig or kapi.kubeconfig)])]
+        self.port, self.metrics_port, self.ca_file = port, metrics_port, ca_file
+        self.args = [sys.executable, "-m", "compatcheck", "webhook", "serve", *argv]
+        self.env = env or {}
         self.log = self.dir / "webhook.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.registered: list[str] = []
 
-    def start(self, *, ready: bool = True, timeout: float = 30) -> Webhook:
+    @property
+    def ca(self) -> bytes:
+        return self.ca_file.read_bytes()
+
+    def start(self, *, ready: bool = True, timeout: float = 30) -> WebhookProcess:
         env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=env,
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env={**env, **self.env},
                                          start_new_session=True)
-        wait_until(lambda: self.get("/healthz")[0] == 200, timeout, what=f"webhook up ({self.logs()})")
+
+        def up(path: str) -> bool:
+            if self.proc is not None and self.proc.poll() is not None:  # say why at once, not after the timeout
+                raise AssertionError(f"webhook exited with {self.proc.returncode}: {self.logs()}")
+            return self.get(path)[0] == 200
+
+        wait_until(lambda: up("/healthz"), timeout, what=f"webhook up ({self.logs()})")
         if ready:
-            wait_until(lambda: self.get("/readyz")[0] == 200, timeout, what=f"webhook ready ({self.logs()})")
+            wait_until(lambda: up("/readyz"), timeout, what=f"webhook ready ({self.logs()})")
         return self
 
     def logs(self, lines: int = 8) -> str:
@@ -268,6 +269,29 @@ class Webhook:
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
+
+
+class Webhook(WebhookProcess):
+    """``compatcheck webhook serve`` as a process, HTTPS on a loopback port with a certificate for 127.0.0.1."""
+
+    def __init__(self, kapi: KubeAPIServer, workdir: Path, *, kubeconfig: Path | None = None,
+                 config: dict[str, Any] | None = None, args: list[str] | None = None, port: int | None = None) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        tls = workdir / "tls"
+        if not (tls / "tls.crt").exists():
+            certs.write(str(tls), certs.generate(["127.0.0.1"]))
+        cfg = workdir / "config.yaml"
+        cfg.write_text(json.dumps({"apiVersion": "compatcheck/v1", **(config or {})}))
+        port, metrics_port = port or free_port(), free_port()
+        super().__init__(kapi, workdir, [
+            "--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics_port),
+            "--cert-file", str(tls / "tls.crt"), "--key-file", str(tls / "tls.key"), "--config", str(cfg),
+            *(args if args is not None else ["--kubeconfig", str(kubeconfig or kapi.kubeconfig)])],
+            port=port, metrics_port=metrics_port, ca_file=tls / "ca.crt")
+
+    def start(self, *, ready: bool = True, timeout: float = 30) -> Webhook:
+        super().start(ready=ready, timeout=timeout)
+        return self
 
 
 @pytest.fixture
