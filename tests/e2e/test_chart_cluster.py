@@ -1,0 +1,730 @@
+"""The Helm chart in a real cluster (issue #10): rendered by real helm, applied with real kubectl to a real
+kube-apiserver, the webhook run as the chart's ServiceAccount with the args of the chart's Deployment, and
+objects sent by kubectl through the chart's own webhook configurations (rules, CEL matchConditions,
+namespace and object selectors, failure policies).
+
+No kubelet runs here and the API server cannot reach a Service, so the chart is rendered with ``webhook.url``
+(a url clientConfig on loopback) and its Deployment's pod is played by local processes: one per replica, with
+the container's args, env and mounts (ConfigMaps and Secrets read back from the API server into local
+directories, as the kubelet would) and a TokenRequest token of the chart's ServiceAccount; only ``--in-cluster``
+becomes ``--kubeconfig``, and ports and host are local. Everything else is what ``helm install`` creates.
+
+Two installs, never at once (each would see every namespace): the cert-file mode in warn mode
+(``TestSecretMode``, class-scoped, first) and then the chart's defaults, live view + self-managed TLS in
+enforce mode (module-scoped), shared by the tests below it, each in its own namespace. This module must not
+leave a webhook configuration behind: the other e2e modules share the API server.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import ssl
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from compatcheck import certs
+from tests.conftest import FIXTURES, ROOT
+from tests.e2e.conftest import WebhookProcess, create_node, gpu_node, gpu_pod, namespace, wait_until
+from tests.e2e.kapi import KubeAPIServer, free_port
+
+CHART = ROOT / "charts" / "compatcheck"
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+                  "MutatingWebhookConfiguration", "Namespace"}
+CRL = FIXTURES / "crl-default-missing" / "crl.yaml"
+
+CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580: an error on the R535 pool
+CUDA12_2 = "nvidia/cuda:12.2.2-base-ubuntu22.04"  # what R535 runs: no finding
+CUDA11_8 = "nvidia/cuda:11.8.0-base-ubuntu22.04"  # on R580 (CUDA 13): a major skew, a warning only
+VCUDA = "nvidia/cuda:11.4.3-base-ubuntu20.04"  # the GPU-Manager pool's vGPU baseline
+T4, H100, VGPU = "chart-t4", "chart-h100", "chart-vgpu"  # node pools (label pool=...) of this module
+EXCLUDED = f"excluded-{uuid.uuid4().hex[:8]}"  # in webhook.excludeNamespaces of the self-managed install
+KINDS = ["Pod", "Deployment", "Job", "CronJob"]
+ENDPOINTS = ("validate", "mutate")
+
+# What kubectl prints, exactly: denial lines are cut at 200 characters, warnings at 120 (compatcheck.admission).
+TOO_OLD = ("- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver from "
+           "branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on chart-t4-0; forward compatibility (c…\n")
+SKEW = ("Warning: cuda-driver-major-skew: driver CUDA 13.0 is more than 1 major version ahead of image CUDA 11.8 on "
+        "580.65.06 (CUDA 13.0)…\n")
+MUTATED = ("Warning: compatcheck fixed crl-default-missing: set limits.example.com/vcuda-priority to the CRL default "
+           "1 (and requests, policy…\n")
+
+
+# ---------------------------------------------------------------------------------------------- objects
+
+
+def workload(kind: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as a ``kind`` (its pod spec as the template)."""
+    if kind == "Pod":
+        return {**pod, "metadata": {**pod["metadata"], "name": name}}
+    template = {"metadata": {"labels": {"app": name}}, "spec": {**pod["spec"], "restartPolicy": "Never"}}
+    if kind == "Deployment":
+        template["spec"]["restartPolicy"] = "Always"
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": {
+            "selector": {"matchLabels": {"app": name}}, "template": template}}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": name}, "spec": {"template": template}}
+    return {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": name}, "spec": {
+        "schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}}}
+
+
+def kubectl_name(kind: str) -> str:
+    """How kubectl names the resource of ``kind`` in its messages."""
+    return {"Pod": "pod", "Deployment": "deployment.apps", "Job": "job.batch", "CronJob": "cronjob.batch"}[kind]
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]
+    if obj["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    return spec if obj["kind"] == "Pod" else spec["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def vgpu_pod(name: str = "v") -> dict[str, Any]:
+    """fixtures/crl-default-missing/fail.optional.yaml on the GPU-Manager pool: vcuda-priority is missing."""
+    pod = gpu_pod(name, VCUDA, limits={"tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4"},
+                  nodeSelector={"pool": VGPU})
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"tencent.com/vcuda-core": "50",
+                                                             "tencent.com/vcuda-memory": "4"}
+    return pod
+
+
+WITH_CRL_DEFAULTS = {  # fixtures/crl-default-missing/fixed.optional.yaml
+    "limits": {"tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4", "example.com/vcuda-priority": "1"},
+    "requests": {"tencent.com/vcuda-core": "50", "tencent.com/vcuda-memory": "4", "example.com/vcuda-priority": "1"}}
+
+
+def denied(kind: str, ns: str, name: str, findings: str = TOO_OLD) -> str:
+    """kubectl's stderr when the chart's validating webhook for ``kind`` denies creating it."""
+    webhook = {"Pod": "pods", "CronJob": "cronjobs"}.get(kind, "workloads")  # the chart's groups
+    return (f'Error from server (Forbidden): error when creating "STDIN": admission webhook "{webhook}.validate.'
+            f'compatcheck.io" denied the request: compatcheck denied {kind} {ns}/{name}:\n{findings}')
+
+
+def kubectl_apply(kapi: KubeAPIServer, ns: str, obj: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    return kapi.kubectl("apply", "-n", ns, *args, "-f", "-", stdin=json.dumps(obj), check=False)
+
+
+def get(kapi: KubeAPIServer, ns: str, kind: str, name: str) -> dict[str, Any]:
+    return json.loads(kapi.kubectl("get", "-n", ns, kind.lower(), name, "-o", "json", "--show-managed-fields").stdout)  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------- the chart
+
+
+@dataclass
+class Install:
+    """One release of the chart: what was applied, and the processes playing its Deployment's replicas."""
+
+    kapi: KubeAPIServer
+    release: str
+    namespace: str
+    docs: list[dict[str, Any]]
+    deployment: dict[str, Any]
+    sa_kubeconfig: Path
+    replicas: list[WebhookProcess] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        return str(self.deployment["metadata"]["name"])
+
+    @property
+    def service_account(self) -> str:
+        """The user name of the Deployment's ServiceAccount (for ``--as``)."""
+        return f"system:serviceaccount:{self.namespace}:{self.pod_spec['serviceAccountName']}"
+
+    @property
+    def pod_spec(self) -> dict[str, Any]:
+        return self.deployment["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+    @property
+    def hook(self) -> WebhookProcess:
+        """The replica that webhook.url points at."""
+        return self.replicas[0]
+
+    def admission_requests(self) -> float:
+        return self.hook.metric("compatcheck_admission_requests_total")
+
+    def uninstall(self) -> None:
+        # Webhook configurations first (as helm does): with failurePolicy Fail and no webhook behind them they
+        # would refuse GPU objects in every namespace of the shared API server.
+        order = sorted(self.docs, key=lambda d: not d["kind"].endswith("WebhookConfiguration"))
+        self.kapi.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
+                          stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": order}))
+        for wh in self.replicas:
+            wh.kill()
+
+    def wait_called(self, ns: str) -> None:
+        """Until the API server calls both webhooks: it loads a configuration (and a caBundle patch) a moment
+        after the write. Probes with dry runs of a GPU Pod, and counts the calls on the webhook's side."""
+        def both() -> bool:
+            before = [self.hook.metric("compatcheck_admission_requests_total", endpoint=e) for e in ENDPOINTS]
+            kubectl_apply(self.kapi, ns, vgpu_pod("probe"), "--dry-run=server")
+            return all(self.hook.metric("compatcheck_admission_requests_total", endpoint=e) > b
+                       for e, b in zip(ENDPOINTS, before, strict=True))
+
+        wait_until(both, 15, step=0.1, what="the API server calls both webhooks")
+
+
+def render(helm: str, release: str, ns: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+    proc = subprocess.run([helm, "template", release, str(CHART), "--namespace", ns, "-f", "-"],
+                          input=json.dumps(values), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in YAML(typ="safe").load_all(proc.stdout) if d]
+
+
+def _mounts(kapi: KubeAPIServer, ns: str, pod: dict[str, Any], container: dict[str, Any], root: Path) -> list[str]:
+    """The container's volumes under ``root`` (mountPath /x lands at root/x), filled as the kubelet fills them:
+    ConfigMaps and Secrets from the API server, emptyDirs empty. Returns the mount paths."""
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    paths = []
+    for mount in container["volumeMounts"]:
+        target = root / mount["mountPath"].lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        volume = volumes[mount["name"]]
+        if "configMap" in volume or "secret" in volume:
+            kind, name = ("configmap", volume["configMap"]["name"]) if "configMap" in volume else (
+                "secret", volume["secret"]["secretName"])
+            data = json.loads(kapi.kubectl("get", "-n", ns, kind, name, "-o", "json").stdout)["data"]
+            for key, value in data.items():
+                (target / key).write_bytes(base64.b64decode(value) if kind == "secret" else value.encode())
+                if kind == "secret":
+                    (target / key).chmod(volume["secret"].get("defaultMode", 0o644))
+        else:
+            assert set(volume) == {"name", "emptyDir"}, f"a volume this harness cannot play: {volume}"
+        paths.append(mount["mountPath"])
+    return paths
+
+
+def replica_argv(install: Install, root: Path, port: int, metrics_port: int) -> tuple[list[str], dict[str, str]]:
+    """The Deployment container's args and env for a local replica: paths under its mounts moved under
+    ``root``, ``--in-cluster`` replaced by the ServiceAccount's kubeconfig, ports and host local."""
+    pod = install.pod_spec
+    (container,) = pod["containers"]
+    mounts = sorted(_mounts(install.kapi, install.namespace, pod, container, root), key=len, reverse=True)
+    argv: list[str] = []
+    for arg in container["args"]:
+        flag, eq, value = arg.partition("=")
+        if flag == "--in-cluster":
+            arg = f"--kubeconfig={install.sa_kubeconfig}"
+        elif flag == "--port":
+            assert int(value) == next(p["containerPort"] for p in container["ports"] if p["name"] == "https")
+            arg = f"--port={port}"
+        elif flag == "--metrics-port":
+            arg = f"--metrics-port={metrics_port}"
+        elif flag in ("--host", "--metrics-host"):
+            arg = f"{flag}=127.0.0.1"
+        elif eq and any(value == m or value.startswith(m.rstrip("/") + "/") for m in mounts):
+            arg = f"{flag}={root}{value}"
+        argv.append(arg)
+    if not any(a.startswith("--host=") for a in argv):
+        argv.append("--host=127.0.0.1")  # the container listens on 0.0.0.0; a local process keeps to loopback
+    env = {}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        else:
+            assert var["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}, var
+            env[var["name"]] = install.namespace
+    return argv, env
+
+
+def install_chart(kapi: KubeAPIServer, helm: str, tmp: Path, release: str, values: dict[str, Any],
+                  prepare: Callable[[str], None] | None = None, ca_file: Path | None = None) -> Install:
+    """``helm install`` minus the Deployment, whose replicas run as local processes (started, ready).
+    ``prepare(namespace)`` runs once the release namespace exists (to create what the chart expects there);
+    ``ca_file`` verifies the webhook's certificate (default: the self-managed ``--tls-dir``)."""
+    from kubernetes import client
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    others = client.AdmissionregistrationV1Api(kapi.client()).list_validating_webhook_configuration(
+        label_selector="app.kubernetes.io/name=compatcheck").items
+    assert not others, f"another chart install is active: {[o.metadata.name for o in others]}"
+    ns = f"{release}-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(kapi.client()).create_namespace({"metadata": {"name": ns}})
+    port = free_port()
+    docs = render(helm, release, ns, {**values, "webhook": {**values.get("webhook", {}),
+                                                            "url": f"https://127.0.0.1:{port}"}})
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    rest = [d for d in docs if d["kind"] != "Deployment"]
+    # Applied without -n (-n cannot help: the CRL Role lives in kube-public), so every other namespaced object
+    # must name the release namespace, or it would land in the kubeconfig's.
+    elsewhere = [f"{d['kind']}/{d['metadata']['name']}" for d in rest if d["kind"] not in CLUSTER_SCOPED
+                 and d["metadata"].get("namespace") not in (ns, "kube-public")]
+    assert not elsewhere, f"not in the release namespace: {elsewhere}"
+    if prepare is not None:
+        prepare(ns)
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": rest}))
+    sa = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    install = Install(kapi, release, ns, rest, deploy, kapi.service_account_kubeconfig(ns, sa, tmp / "sa.kubeconfig"))
+    try:
+        for i in range(deploy["spec"]["replicas"]):
+            root = tmp / f"replica-{i}"
+            replica_port, metrics_port = (port if i == 0 else free_port()), free_port()
+            argv, env = replica_argv(install, root, replica_port, metrics_port)
+            tls_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("--tls-dir=")), None)
+            install.replicas.append(WebhookProcess(kapi, root, argv, port=replica_port, metrics_port=metrics_port,
+                                                   ca_file=ca_file or Path(str(tls_dir)) / "ca.crt", env=env))
+        for wh in install.replicas:  # all at once, as a rollout starts them: self-managed TLS must not race
+            wh.start(ready=False)
+        for wh in install.replicas:
+            wait_until(lambda w=wh: w.get("/readyz")[0] == 200, 30, what=f"replica ready ({wh.logs()})")
+    except BaseException:
+        install.uninstall()
+        raise
+    return install
+
+
+@pytest.fixture(scope="module")
+def helm(helm_dir: str) -> str:
+    return str(Path(helm_dir) / "helm")
+
+
+@pytest.fixture(scope="module")
+def pools(kapi: KubeAPIServer) -> None:
+    """The module's nodes, created before any webhook starts (its first list has them)."""
+    api = kapi.client()
+    create_node(api, gpu_node(f"{T4}-0", labels={"pool": T4}))
+    create_node(api, gpu_node(f"{H100}-0", product="NVIDIA-H100-80GB-HBM3", driver="580.65.06",
+                              labels={"pool": H100}))
+    vgpu = gpu_node(f"{VGPU}-0", driver="470.82.01", labels={"pool": VGPU,
+                                                              "compatcheck.io/vgpu-baseline-cuda": "11.4"})
+    vgpu["status"] = {"capacity": {"tencent.com/vcuda-core": "400", "tencent.com/vcuda-memory": "256", "cpu": "16"},
+                      "allocatable": {"tencent.com/vcuda-core": "400", "tencent.com/vcuda-memory": "256",
+                                      "cpu": "16"}}
+    create_node(api, vgpu)
+
+
+# ---------------------------------------------------------------------------------------------- RBAC
+
+
+EVERYONE = {  # what system:basic-user gives every authenticated user: not the chart's doing
+    ("selfsubjectreviews.authentication.k8s.io", (), ("create",)),
+    ("selfsubjectaccessreviews.authorization.k8s.io", (), ("create",)),
+    ("selfsubjectrulesreviews.authorization.k8s.io", (), ("create",))}
+
+
+def can_i_list(kapi: KubeAPIServer, user: str, ns: str) -> set[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """``kubectl auth can-i --list --as=user -n ns`` as {(resource, resource names, verbs)}, without the
+    rows every authenticated user has (self reviews, discovery and health URLs)."""
+    header, *lines = kapi.kubectl("auth", "can-i", "--list", f"--as={user}", "-n", ns).stdout.splitlines()
+    starts = [header.index(col) for col in ("Resources", "Non-Resource URLs", "Resource Names", "Verbs")]
+    rows = set()
+    for line in lines:
+        resource, urls, names, verbs = (line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True))
+        if urls != "[]":
+            assert not resource, line
+            continue
+        row = (resource, tuple(names.strip("[]").split()), tuple(verbs.strip("[]").split()))
+        if row not in EVERYONE:
+            rows.add(row)
+    return rows
+
+
+def logged(wh: WebhookProcess, msg: str) -> list[dict[str, Any]]:
+    """The webhook's JSON log lines with this message."""
+    lines = (json.loads(line) for line in wh.log.read_text().splitlines() if line.startswith("{"))
+    return [line for line in lines if line.get("msg") == msg]
+
+
+# ---------------------------------------------------------------------------------------------- cert-file mode
+
+
+@pytest.fixture(scope="class")
+def secret_chart(kapi: KubeAPIServer, helm: str, pools: None,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    """tls.mode=secret with your certificate (for 127.0.0.1, where the API server calls it) in your Secret,
+    created before the install, and its CA as tls.caBundle; one replica; config.webhook.mode=warn."""
+    tmp = tmp_path_factory.mktemp("chart-secret")
+    tls = tmp / "tls"
+    certs.write(str(tls), certs.generate(["127.0.0.1"]))
+
+    def secret(ns: str) -> None:  # what this mode expects to find in the release namespace
+        kapi.kubectl("create", "secret", "tls", "corp-tls", "-n", ns, f"--cert={tls / 'tls.crt'}",
+                     f"--key={tls / 'tls.key'}")
+
+    install = install_chart(kapi, helm, tmp, "ccs", {
+        "replicaCount": 1,
+        "tls": {"mode": "secret", "secretName": "corp-tls",
+                "caBundle": base64.b64encode((tls / "ca.crt").read_bytes()).decode()},
+        "config": {"apiVersion": "compatcheck/v1", "webhook": {"mode": "warn"}}}, secret, tls / "ca.crt")
+    yield install
+    install.uninstall()
+
+
+class TestSecretMode:
+    """``tls.mode=secret`` (the certificate files from your own Secret, your caBundle) with the live view,
+    ``config.webhook.mode=warn``. First in the module: its install is gone before the next one starts."""
+
+    def test_the_live_view_is_all_it_may_do(self, kapi: KubeAPIServer, secret_chart: Install) -> None:
+        """The chart's RBAC in this mode: read Nodes, read ConfigMaps in kube-public; no Secret, no webhook
+        configuration (the caBundle is yours), nothing else. The webhook lists both as that ServiceAccount."""
+        nodes = ("nodes", (), ("get", "list", "watch"))
+        assert can_i_list(kapi, secret_chart.service_account, "default") == {nodes}
+        assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == {nodes}
+        assert can_i_list(kapi, secret_chart.service_account, "kube-public") == {
+            nodes, ("configmaps", (), ("get", "list", "watch"))}
+        status, text = secret_chart.hook.get("/readyz")
+        assert status == 200 and text.startswith("ok: "), text  # both lists done: nothing is decided before
+        bundle = base64.b64encode(secret_chart.hook.ca).decode()
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            cfg = json.loads(kapi.kubectl("get", kind, secret_chart.fullname, "-o", "json").stdout)
+            assert {w["clientConfig"]["caBundle"] for w in cfg["webhooks"]} == {bundle}
+
+    def test_warn_mode_admits_errors_as_kubectl_warnings(self, kapi: KubeAPIServer, secret_chart: Install) -> None:
+        ns = namespace(kapi.client(), "chart-warn")
+        secret_chart.wait_called(ns)
+        bf16 = gpu_pod("bf16", "vllm/vllm-openai:v0.9.2", args=["--dtype=bfloat16"], nodeSelector={"pool": T4})
+        out = kubectl_apply(kapi, ns, bf16)
+        assert (out.returncode, out.stdout) == (0, "pod/bf16 created\n"), out.stderr
+        assert out.stderr == (  # one line each, cut at 120 characters (see compatcheck.admission.MAX_WARNING)
+            "Warning: cuda-driver-behind-runtime: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than the "
+            "driver's CUDA on 535.104.…\n"
+            "Warning: dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible "
+            "GPUs: Tesla-T4 (compute cap…\n")
+        assert get(kapi, ns, "Pod", "bf16")["spec"]["containers"][0]["args"] == ["--dtype=bfloat16"]  # not fixed
+
+
+# ---------------------------------------------------------------------------------------------- the defaults
+
+
+@pytest.fixture(scope="module")
+def chart(kapi: KubeAPIServer, helm: str, pools: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
+    """The chart's defaults (live view, self-managed TLS, enforce, 2 replicas) plus webhook.url and one
+    excluded namespace; the CRL ConfigMaps applied through its own CRL webhook once it serves."""
+    from kubernetes import client
+
+    install = install_chart(kapi, helm, tmp_path_factory.mktemp("chart"), "cc",
+                            {"webhook": {"excludeNamespaces": [EXCLUDED]}})
+    try:
+        # Through the chart's CRL webhook (failurePolicy Fail): this passes once the API server trusts the CA
+        # the webhook patched in, a moment after the patch.
+        crl = wait_until(lambda: (lambda r: r if "failed calling webhook" not in r.stderr else None)(
+            kapi.kubectl("apply", "-f", str(CRL), check=False)), 10, step=0.1, what="the API server trusts the CA")
+        assert crl.returncode == 0 and crl.stderr == "", crl.stderr
+        try:
+            wait_until(lambda: "4 CRL keys" in install.hook.get("/readyz")[1], 10)
+        except AssertionError:
+            raise AssertionError(f"the CRL ConfigMaps are not in view: {install.hook.get('/readyz')[1]}") from None
+        install.wait_called(namespace(kapi.client(), "chart-probe"))
+        yield install
+    finally:
+        install.uninstall()
+        core = client.CoreV1Api(kapi.client())
+        for doc in YAML(typ="safe").load_all(CRL.read_text()):
+            core.delete_namespaced_config_map(doc["metadata"]["name"], "kube-public")
+
+
+def test_self_managed_tls_converges_on_one_secret_without_renewing(kapi: KubeAPIServer, chart: Install) -> None:
+    """Both replicas started at once, as the chart's ServiceAccount: one Secret (created by one of them, read by
+    the other), its CA in every webhook of the chart's two configurations (patched: the chart renders none), its
+    certificate served by both, for the Service names and the url's IP. Nothing renews: an IP in --tls-dns
+    used to renew on every check, so replicas fought over the Secret and gave up (#10)."""
+    from cryptography import x509
+
+    service = f"cc-compatcheck.{chart.namespace}.svc"
+    assert [a for a in chart.pod_spec["containers"][0]["args"] if a.startswith("--tls-dns=")] == [
+        f"--tls-dns={service}", f"--tls-dns={service}.cluster.local", "--tls-dns=127.0.0.1"]  # webhook.url's host
+    assert all("caBundle" not in w["clientConfig"] for d in chart.docs if d["kind"].endswith("WebhookConfiguration")
+               for w in d["webhooks"])
+    secret = json.loads(kapi.kubectl("get", "secret", f"{chart.fullname}-tls", "-n", chart.namespace,
+                                     "-o", "json").stdout)
+    assert secret["type"] == "kubernetes.io/tls" and sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt",
+                                                                               "tls.key"]
+    assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "compatcheck"}
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    san = x509.load_pem_x509_certificate(data["tls.crt"]).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert [n.value for n in san] == [service, f"{service}.cluster.local", ipaddress.ip_address("127.0.0.1")]
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        cfg = json.loads(kapi.kubectl("get", kind, chart.fullname, "-o", "json").stdout)
+        assert [w["clientConfig"]["caBundle"] for w in cfg["webhooks"]] == [secret["data"]["ca.crt"]] * len(
+            cfg["webhooks"])
+    serving = x509.load_pem_x509_certificate(data["tls.crt"])
+
+    def served(wh: WebhookProcess) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(ssl.get_server_certificate(("127.0.0.1", wh.port)).encode())
+
+    assert [served(wh) for wh in chart.replicas] == [serving, serving]
+    assert sum(len(logged(wh, "created TLS secret")) for wh in chart.replicas) == 1
+    assert [logged(wh, "renewed serving certificate") for wh in chart.replicas] == [[], []]
+    # The API server trusts it: a CUDA 13 Pod on the R535 pool is denied, not failed (failurePolicy Fail).
+    ns = namespace(kapi.client(), "chart-tls")
+    out = kubectl_apply(kapi, ns, gpu_pod("p", CUDA13, nodeSelector={"pool": T4}), "--dry-run=server")
+    assert (out.returncode, out.stderr) == (1, denied("Pod", ns, "p"))
+    # A replica restarted (a rollout, an eviction) takes the Secret as it is.
+    rv = secret["metadata"]["resourceVersion"]
+    chart.replicas[1].kill()
+    chart.replicas[1].start()
+    again = json.loads(kapi.kubectl("get", "secret", f"{chart.fullname}-tls", "-n", chart.namespace,
+                                    "-o", "json").stdout)
+    assert again["metadata"]["resourceVersion"] == rv and served(chart.replicas[1]) == serving
+    assert sum(len(logged(wh, "created TLS secret")) for wh in chart.replicas) == 1
+    assert logged(chart.replicas[1], "renewed serving certificate") == []
+
+
+@pytest.mark.parametrize("apply", [["apply"], ["apply", "--server-side", "--field-manager=helm"]],
+                         ids=["client-side", "server-side"])
+def test_an_upgrade_keeps_the_patched_ca_bundle(kapi: KubeAPIServer, chart: Install, apply: list[str]) -> None:
+    """The chart renders no caBundle, so re-applying it (helm upgrade: a three-way merge in helm 3, server-side
+    apply in helm 4) must leave the webhook's patch alone: the webhook re-patches only every 12 hours, and
+    until then a failurePolicy Fail configuration without its CA refuses every GPU object."""
+    def bundles() -> list[str]:
+        return [w["clientConfig"].get("caBundle", "") for kind in ("validatingwebhookconfiguration",
+                                                                   "mutatingwebhookconfiguration")
+                for w in json.loads(kapi.kubectl("get", kind, chart.fullname, "-o", "json").stdout)["webhooks"]]
+
+    before = bundles()
+    assert len(set(before)) == 1 and before[0]
+    kapi.kubectl(*apply, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": chart.docs}))
+    assert bundles() == before
+    ns = namespace(kapi.client(), "chart-upgrade")
+    out = kubectl_apply(kapi, ns, gpu_pod("p", CUDA13, nodeSelector={"pool": T4}), "--dry-run=server")
+    assert (out.returncode, out.stderr) == (1, denied("Pod", ns, "p"))
+
+
+def test_rbac_is_exactly_enough(kapi: KubeAPIServer, chart: Install) -> None:
+    """What the webhook just did as its ServiceAccount (list and watch Nodes and the kube-public CRL
+    ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may do: no Secret
+    but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
+    nodes = ("nodes", (), ("get", "list", "watch"))
+    own = [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
+           for kind in ("mutating", "validating")]
+    assert can_i_list(kapi, chart.service_account, "default") == {nodes, *own}
+    assert can_i_list(kapi, chart.service_account, "kube-public") == {
+        nodes, *own, ("configmaps", (), ("get", "list", "watch"))}
+    assert can_i_list(kapi, chart.service_account, chart.namespace) == {
+        nodes, *own, ("secrets", (), ("create",)), ("secrets", ("cc-compatcheck-tls",), ("get", "update"))}
+    assert chart.hook.get("/readyz")[1].startswith("ok: ")  # it did list both, as this ServiceAccount
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_error_finding_denies(kapi: KubeAPIServer, chart: Install, kind: str) -> None:
+    """Each kind reaches its webhook of the chart (rules, CEL) and kubectl exits 1 with the finding."""
+    ns = namespace(kapi.client(), "chart-deny")
+    out = kubectl_apply(kapi, ns, workload(kind, "bad", gpu_pod("p", CUDA13, nodeSelector={"pool": T4})))
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", denied(kind, ns, "bad"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_warning_finding_is_a_kubectl_warning(kapi: KubeAPIServer, chart: Install, kind: str) -> None:
+    ns = namespace(kapi.client(), "chart-warn")
+    out = kubectl_apply(kapi, ns, workload(kind, "skew", gpu_pod("p", CUDA11_8, nodeSelector={"pool": H100})))
+    assert (out.returncode, out.stdout) == (0, f"{kubectl_name(kind)}/skew created\n")
+    assert out.stderr == SKEW
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_crl_defaults_are_filled_in(kapi: KubeAPIServer, chart: Install, kind: str) -> None:
+    """The mutating webhook adds exactly the CRL defaults (fixtures/crl-default-missing/fixed.optional.yaml):
+    the stored object differs from the same object stored without the webhook (opted out) by those fields."""
+    import jsonpatch
+
+    ns = namespace(kapi.client(), "chart-crl")
+    obj = workload(kind, "v", vgpu_pod())
+    out = kubectl_apply(kapi, ns, obj, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == MUTATED
+    stored = json.loads(out.stdout)
+    assert pod_spec(stored)["containers"][0]["resources"] == WITH_CRL_DEFAULTS
+    # The same object opted out (label): what the API server alone makes of it. The containers differ by
+    # exactly the two fields (the Pod's own token volume name differs too, so volumeMounts are left out).
+    alone = {**obj, "metadata": {"name": "alone", "labels": {"compatcheck.io/ignore": "true"}}}
+    plain = json.loads(kubectl_apply(kapi, ns, alone, "-o", "json").stdout)
+
+    def containers(o: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in c.items() if k != "volumeMounts"} for c in pod_spec(o)["containers"]]
+
+    assert jsonpatch.make_patch(containers(plain), containers(stored)).patch == [
+        {"op": "add", "path": "/0/resources/limits/example.com~1vcuda-priority", "value": "1"},
+        {"op": "add", "path": "/0/resources/requests/example.com~1vcuda-priority", "value": "1"}]
+
+
+def test_update_of_an_object_with_a_stored_problem(kapi: KubeAPIServer, chart: Install) -> None:
+    """The ratchet through kubectl's own UPDATE (client-side apply, a three-way merge): a Deployment stored
+    before the policy applied to it (opted out then) takes an unrelated change, with its finding as a warning;
+    changing the offending value is denied. The objectSelector sends the update once the label is gone."""
+    ns = namespace(kapi.client(), "chart-update")
+    old = workload("Deployment", "d", gpu_pod("p", CUDA13, nodeSelector={"pool": T4}))
+    old["metadata"]["labels"] = {"compatcheck.io/ignore": "true"}
+    before = chart.admission_requests()
+    assert kubectl_apply(kapi, ns, old).stdout == "deployment.apps/d created\n"
+    assert chart.admission_requests() == before  # opted out: not sent at all
+    unrelated = json.loads(json.dumps(old))
+    unrelated["metadata"]["labels"] = {"team": "ml"}
+    out = kubectl_apply(kapi, ns, unrelated)
+    assert (out.returncode, out.stdout) == (0, "deployment.apps/d configured\n"), out.stderr
+    assert out.stderr == ("Warning: cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) "
+                          "needs a driver from branch >= 580; eli…\n")
+    changed = json.loads(json.dumps(unrelated))
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "nvidia/cuda:13.1.0-base-ubuntu24.04"
+    out = kubectl_apply(kapi, ns, changed)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.startswith("Error from server (Forbidden): error when applying patch:\n")
+    assert out.stderr.endswith(
+        f'error when patching "STDIN": admission webhook "workloads.validate.compatcheck.io" denied the request: '
+        f"compatcheck denied Deployment {ns}/d:\n- cuda-driver-too-old: image CUDA 13.1 (image "
+        "nvidia/cuda:13.1.0-base-ubuntu24.04) needs a driver from branch >= 590 (or >= 580 with minor-version "
+        "compatibility); eligible nodes run 535.104.05 (CUDA …\n"), out.stderr
+    assert get(kapi, ns, "Deployment", "d")["spec"]["template"]["spec"]["containers"][0]["image"] == CUDA13
+
+
+def test_server_side_apply_converges_with_the_mutation(kapi: KubeAPIServer, chart: Install) -> None:
+    """Re-applied (server-side) with the same manifest, the object and its managed fields stay as they are:
+    the mutation is neither dropped by the apply nor added again as a change (no flip-flop, no drift)."""
+    ns = namespace(kapi.client(), "chart-ssa")
+    obj = workload("Deployment", "v", vgpu_pod())
+    first = kubectl_apply(kapi, ns, obj, "--server-side")
+    assert (first.returncode, first.stdout, first.stderr) == (0, "deployment.apps/v serverside-applied\n", MUTATED)
+    stored = get(kapi, ns, "Deployment", "v")
+    assert pod_spec(stored)["containers"][0]["resources"] == WITH_CRL_DEFAULTS
+    # The webhook's fields belong to no manager: a re-apply without them leaves them alone, so the webhook
+    # finds nothing to do, and nothing changes (resourceVersion and managedFields included).
+    assert "vcuda-priority" not in json.dumps(stored["metadata"]["managedFields"])
+    for _ in range(3):
+        again = kubectl_apply(kapi, ns, obj, "--server-side")
+        assert (again.returncode, again.stdout, again.stderr) == (0, "deployment.apps/v serverside-applied\n", "")
+        assert get(kapi, ns, "Deployment", "v") == stored
+
+
+def test_server_dry_run_is_decided_and_stores_nothing(kapi: KubeAPIServer, chart: Install) -> None:
+    ns = namespace(kapi.client(), "chart-dry")
+    bad = gpu_pod("bad", CUDA13, nodeSelector={"pool": T4})
+    out = kubectl_apply(kapi, ns, bad, "--dry-run=server")
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", denied("Pod", ns, "bad"))
+    out = kubectl_apply(kapi, ns, vgpu_pod(), "--dry-run=server", "-o", "json")
+    assert (out.returncode, out.stderr) == (0, MUTATED)
+    assert json.loads(out.stdout)["spec"]["containers"][0]["resources"] == WITH_CRL_DEFAULTS
+    assert kapi.kubectl("get", "pods", "-n", ns, "-o", "name").stdout == ""
+    decisions = [(d["endpoint"], d["name"], d["dryRun"], d["allowed"]) for d in logged(chart.hook, "admission")
+                 if d["namespace"] == ns]
+    assert decisions == [("mutate", "bad", True, True), ("validate", "bad", True, False),
+                         ("mutate", "v", True, True), ("validate", "v", True, True)]
+def test_objects_without_gpus_are_never_sent(kapi: KubeAPIServer, chart: Install) -> None:
+    """The chart's CEL matchConditions, run by the API server: Pods, Deployments, Jobs and CronJobs that
+    request no extended resource are neither sent on create nor on update (the webhook's request counter
+    stays flat); a GPU Pod right after is sent once to each endpoint."""
+    ns = namespace(kapi.client(), "chart-cpu")
+    before = chart.admission_requests()
+    for kind in KINDS:
+        obj = workload(kind, "cpu", gpu_pod("p", CUDA13, limits={"cpu": "1", "memory": "1Gi", "hugepages-2Mi": "2Mi"}))
+        assert kubectl_apply(kapi, ns, obj).stdout == f"{kubectl_name(kind)}/cpu created\n"
+        obj["metadata"]["labels"] = {"team": "ml"}
+        assert kubectl_apply(kapi, ns, obj).stdout == f"{kubectl_name(kind)}/cpu configured\n"
+    assert chart.admission_requests() == before
+    assert kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4})).returncode == 0
+    assert chart.admission_requests() == before + 2
+    assert chart.hook.metric("compatcheck_admission_requests_total", kind="Pod", result="allowed") >= 1
+
+
+def test_opt_out_label_on_the_object_and_on_the_namespace(kapi: KubeAPIServer, chart: Install) -> None:
+    """compatcheck.io/ignore=true, by the chart's objectSelector and namespaceSelector: not even sent."""
+    from kubernetes import client
+
+    api = kapi.client()
+    ns, ignored_ns = namespace(api, "chart-optout"), namespace(api, "chart-optout-ns")
+    client.CoreV1Api(api).patch_namespace(ignored_ns, {"metadata": {"labels": {"compatcheck.io/ignore": "true"}}})
+    labelled = workload("Deployment", "bad", gpu_pod("p", CUDA13, nodeSelector={"pool": T4}))
+    labelled["metadata"]["labels"] = {"compatcheck.io/ignore": "true"}
+    before = chart.admission_requests()
+    assert kubectl_apply(kapi, ns, labelled).stdout == "deployment.apps/bad created\n"
+    assert kubectl_apply(kapi, ignored_ns, gpu_pod("bad", CUDA13, nodeSelector={"pool": T4})).stdout == \
+        "pod/bad created\n"
+    assert chart.admission_requests() == before
+    # The label's value matters: anything but "true" is still checked.
+    labelled["metadata"]["labels"] = {"compatcheck.io/ignore": "false"}
+    out = kubectl_apply(kapi, ns, {**labelled, "metadata": {**labelled["metadata"], "name": "other"}})
+    assert (out.returncode, out.stderr) == (1, denied("Deployment", ns, "other"))
+
+
+def test_excluded_namespaces_are_never_sent(kapi: KubeAPIServer, chart: Install) -> None:
+    """webhook.excludeNamespaces and the release namespace (where the webhook itself runs)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(kapi.client())
+    core.create_namespace({"metadata": {"name": EXCLUDED}})
+    bad = gpu_pod("bad", CUDA13, nodeSelector={"pool": T4})
+    before = chart.admission_requests()
+    for ns in (EXCLUDED, chart.namespace):
+        core.create_namespaced_service_account(ns, {"metadata": {"name": "default"}})
+        assert kubectl_apply(kapi, ns, bad).stdout == "pod/bad created\n"
+    assert chart.admission_requests() == before
+
+
+SUPPRESSED = [  # (annotations on the object, on its pod template; exit code, stderr (None: the denial))
+    ({"compatcheck.io/ignore": "cuda-driver-too-old=driver upgrade to R580 booked for 1 March"}, {}, 0, ""),
+    ({}, {"compatcheck.io/ignore.main": "cuda-driver-too-old=driver upgrade to R580 booked for 1 March"}, 0, ""),
+    ({"compatcheck.io/ignore": "cuda-driver-too-old"}, {}, 0,
+     "Warning: suppression-without-reason: suppression of cuda-driver-too-old has no reason: write "
+     'compatcheck.io/ignore: "cuda-driver…\n'),
+    ({"compatcheck.io/ignore.sidecar": "cuda-driver-too-old=not this container"}, {}, 1, None),
+    ({"compatcheck.io/ignore": "dtype-unsupported-by-gpu=another rule"}, {}, 1, None),
+]
+
+
+@pytest.mark.parametrize(("annotations", "template", "rc", "stderr"), SUPPRESSED,
+                         ids=["object", "template-container", "no-reason", "other-container", "other-rule"])
+def test_suppression_annotations(kapi: KubeAPIServer, chart: Install, annotations: dict[str, str],
+                                 template: dict[str, str], rc: int, stderr: str | None) -> None:
+    """compatcheck.io/ignore[.<container>]: "rule=reason" on the Deployment or its pod template silences that
+    rule there (a bare rule id too, with a warning); another container's or another rule's does not."""
+    ns = namespace(kapi.client(), "chart-suppress")
+    obj = workload("Deployment", "d", gpu_pod("p", CUDA13, nodeSelector={"pool": T4}))
+    obj["metadata"]["annotations"] = annotations
+    obj["spec"]["template"]["metadata"]["annotations"] = template
+    out = kubectl_apply(kapi, ns, obj)
+    assert (out.returncode, out.stderr) == (rc, denied("Deployment", ns, "d") if rc else stderr)
+    assert out.stdout == ("deployment.apps/d created\n" if rc == 0 else "")
+
+
+def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, chart: Install) -> None:
+    """The chart's CRL webhook: a change that breaks a CRL ConfigMap in kube-public is refused (the platform
+    would silently drop the limits); ConfigMaps that do not claim to be CRLs, and CRL-shaped ones elsewhere,
+    are not sent."""
+    broken = kapi.kubectl("apply", "-f", str(FIXTURES / "crl-configmap-invalid" / "fail.bad-default.yaml"),
+                          check=False)
+    assert broken.returncode == 1 and broken.stderr.endswith(
+        'admission webhook "crl-configmaps.validate.compatcheck.io" denied the request: compatcheck denied ConfigMap '
+        "kube-public/cf-crl-gpu-manager-vcuda-core:\n- crl-configmap-invalid: CustomResourceLimitation ConfigMap "
+        "breaks the cf-crl spec: defaultValue 'half' is not a valid integer\n"), broken.stderr
+    stored = json.loads(kapi.kubectl("get", "configmap", "-n", "kube-public", "cf-crl-gpu-manager-vcuda-core",
+                                     "-o", "json").stdout)
+    assert stored["data"]["defaultValue"] == "100"
+    ns = namespace(kapi.client(), "chart-cm")
+    elsewhere = YAML(typ="safe").load((FIXTURES / "crl-configmap-invalid" / "fail.bad-default.yaml").read_text())
+    elsewhere["metadata"]["namespace"] = ns
+    plain = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"defaultValue": "half"},
+             "metadata": {"name": f"settings-{ns}", "namespace": "kube-public"}}
+    before = chart.admission_requests()
+    for cm in (elsewhere, plain):
+        assert kapi.kubectl("apply", "-f", "-", stdin=json.dumps(cm)).stdout.endswith(" created\n")
+    assert chart.admission_requests() == before
+    kapi.kubectl("delete", "configmap", "-n", "kube-public", plain["metadata"]["name"])
+
+
+def test_a_webhook_down_refuses_gpu_objects_only(kapi: KubeAPIServer, chart: Install) -> None:
+    """The chart's failure policies with its webhook unreachable: validation is Fail, so a GPU object is
+    refused rather than let through unchecked, while the matchConditions keep every other object out of the
+    blast radius. Last in the module: it stops the replica behind webhook.url (and starts it again)."""
+    ns = namespace(kapi.client(), "chart-down")
+    chart.hook.kill()
+    try:
+        out = kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4}))
+        assert out.returncode == 1 and out.stderr.startswith(
+            'Error from server (InternalError): error when creating "STDIN": Internal error occurred: failed '
+            'calling webhook "pods.validate.compatcheck.io": failed to call webhook: Post '
+            f'"https://127.0.0.1:{chart.hook.port}/validate?timeout=5s": '), out.stderr
+        cpu = gpu_pod("cpu", CUDA12_2, limits={"cpu": "1"})
+        assert kubectl_apply(kapi, ns, cpu).stdout == "pod/cpu created\n"
+    finally:
+        chart.hook.start()
+    assert kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4})).stdout == "pod/gpu created\n"
