@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-namespace", default=os.environ.get("POD_NAMESPACE"),
                        help="namespace of --tls-secret (default: $POD_NAMESPACE)")
     serve.add_argument("--tls-dns", action="append", default=[], help="DNS names for the self-managed certificate")
+    serve.add_argument("--tls-check-interval", type=float, default=60.0, metavar="SECONDS",
+                       help="self-managed TLS: how often to renew the certificate when due and restore the caBundle "
+                            "of the webhook configurations")
     serve.add_argument("--tls-dir", help="where self-managed certificate files go: a directory of this user's that "
                                          "no one else can write to, created 0700 if missing (default: a new "
                                          "private directory in $TMPDIR, removed at exit)")
@@ -487,6 +490,9 @@ def _serve(args: argparse.Namespace) -> int:
         if args.max_staleness < 0:
             _err("--max-staleness must be 0 (never) or positive")
             return EXIT_ERROR
+        if args.tls_check_interval <= 0:
+            _err("--tls-check-interval must be positive")
+            return EXIT_ERROR
         state = _webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
         if state is None:
             return EXIT_ERROR
@@ -531,7 +537,8 @@ def _self_managed_tls(args: argparse.Namespace, stop: Any) -> tuple[str, str] | 
     except Exception as exc:
         _err(f"self-managed TLS failed: {exc}")
         return None
-    threading.Thread(target=tls.renew_forever, args=(stop,), name="tls-renewal", daemon=True).start()
+    threading.Thread(target=tls.renew_forever, args=(stop, args.tls_check_interval), name="tls-renewal",
+                     daemon=True).start()
     return files
 
 

@@ -120,9 +120,18 @@ class SelfManagedTLS:
 
     # ------------------------------------------------------------------ files and caBundle
     def write_files(self, secret: dict[str, Any]) -> tuple[str, str]:
-        certs.write(self.out_dir, certs.Generated(self._decode(secret, "ca.crt"), self._decode(secret, "tls.crt"),
-                                                  self._decode(secret, "tls.key")))
+        """Write the Secret's certificate and key, unless the files already hold them: the server reloads its
+        certificate whenever they change, and a periodic check must not make it reload for nothing."""
         d = Path(self.out_dir)
+        wanted = certs.Generated(self._decode(secret, "ca.crt"), self._decode(secret, "tls.crt"),
+                                 self._decode(secret, "tls.key"))
+        try:
+            same = ((d / "ca.crt").read_bytes(), (d / "tls.crt").read_bytes(), (d / "tls.key").read_bytes()) == (
+                wanted.ca_pem, wanted.cert_pem, wanted.key_pem)
+        except OSError:
+            same = False
+        if not same:
+            certs.write(self.out_dir, wanted)
         return str(d / "tls.crt"), str(d / "tls.key")
 
     def patch_ca_bundles(self, ca_pem: bytes) -> int:
@@ -165,8 +174,11 @@ class SelfManagedTLS:
         self.patch_ca_bundles(self._decode(secret, "ca.crt"))
         return files
 
-    def renew_forever(self, stop: threading.Event, interval: float = 12 * 3600) -> None:
-        """Check every ``interval``; the server reloads the rewritten files by itself."""
+    def renew_forever(self, stop: threading.Event, interval: float = 60.0) -> None:
+        """Every ``interval``: renew the certificate when due (the server reloads rewritten files by itself), and
+        put the caBundle back into our webhook configurations when something replaced them without it (a GitOps
+        tool applying them from Git, a helm rollback): with failurePolicy Fail, a configuration without our CA
+        refuses every GPU object until it is patched again. Three GETs a minute per replica."""
         while not stop.wait(interval):
             try:
                 self.bootstrap()

@@ -13,6 +13,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -158,7 +159,7 @@ def test_serve_with_self_managed_tls(setup: Setup, kapi: KubeAPIServer, tmp_path
         [sys.executable, "-m", "compatcheck", "webhook", "serve", "--kubeconfig", str(kapi.kubeconfig),
          "--tls-secret", "compatcheck-tls", "--tls-namespace", setup.ns, "--tls-dns", "localhost",
          "--tls-dns", "127.0.0.1", "--validating-config", setup.validating, "--mutating-config", setup.mutating,
-         "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"], cwd=ROOT,
+         "--tls-check-interval", "0.5", "--host", "127.0.0.1", "--port", str(port), "--metrics-port", "0"], cwd=ROOT,
         stderr=log.open("w"), stdout=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         def ready() -> bytes | None:
@@ -178,6 +179,17 @@ def test_serve_with_self_managed_tls(setup: Setup, kapi: KubeAPIServer, tmp_path
         (tls_dir,) = tmp_path.glob("compatcheck-tls-*")
         assert tls_dir.stat().st_mode & 0o777 == 0o700
         assert (tls_dir / "tls.key").stat().st_mode & 0o777 == 0o600
+        # A GitOps tool replaces the configuration from Git, without the caBundle: the webhook puts it back.
+        cfg = setup.configs()[0]
+        for w in cfg["webhooks"]:
+            w["clientConfig"].pop("caBundle")
+        setup.adm.replace_validating_webhook_configuration(setup.validating, cfg)
+        wait_until(lambda: setup.bundles() == {setup.secret()["data"]["ca.crt"]}, 5, what="caBundle restored")
+        key_written = (tls_dir / "tls.key").stat().st_mtime_ns
+        wait_until(lambda: log.read_text().count("patched caBundle") >= 3, 5)  # 2 at start, 1 now
+        time.sleep(1.2)  # two more checks: nothing to do, so nothing is rewritten or reloaded
+        assert (tls_dir / "tls.key").stat().st_mtime_ns == key_written
+        assert "certificate reloaded" not in log.read_text()
         assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGTERM)
