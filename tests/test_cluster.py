@@ -179,3 +179,220 @@ def test_a_wholly_not_ready_pool_stays_in_scope(loaded: Loaded) -> None:
                   [{"key": k, "effect": e} for k, e in CONDITION_TAINTS]) for i in range(3)]
     (cls,) = build_cluster(nodes, loaded.kb).classes
     assert cls.taints == () and untolerated_taints({}, cls) == []
+
+
+# ---------------------------------------------------------------------------------------- per-node labels
+# Rule labels key the classes; every other label is the node's own, read only by placement (issue #10).
+
+
+def unique_node(i: int, product: str) -> dict[str, Any]:
+    """A cloud node: the pool's labels plus labels unique to this node (instance id, rack, slot)."""
+    return node(f"n{i}", {"nvidia.com/gpu.product": product, "node.kubernetes.io/instance-type": "g6.xlarge",
+                          "example.com/instance-id": f"i-{i:08x}", "example.com/rack": f"r{i // 10}",
+                          "example.com/slot": str(i % 10), "nvidia.com/gfd.timestamp": str(1700000000 + i)})
+
+
+def test_classes_do_not_grow_with_unique_per_node_labels(loaded: Loaded) -> None:
+    cluster = build_cluster([unique_node(i, ["Tesla-T4", "NVIDIA-L4"][i % 2]) for i in range(2000)], loaded.kb)
+    assert cluster.node_count == 2000
+    assert [(c.labels, c.count) for c in cluster.classes] == [
+        ({"nvidia.com/gpu.product": "Tesla-T4"}, 1000), ({"nvidia.com/gpu.product": "NVIDIA-L4"}, 1000)]
+    member = cluster.classes[0].members[7]
+    assert member.placement_labels() == {
+        "example.com/instance-id": "i-0000000e", "example.com/rack": "r1", "example.com/slot": "4",
+        "kubernetes.io/hostname": "n14", "node.kubernetes.io/instance-type": "g6.xlarge",
+        "nvidia.com/gfd.timestamp": "1700000014"}
+
+
+def test_node_facts_read_only_rule_labels(loaded: Loaded) -> None:
+    # A class is keyed by the rule labels alone: a label node_facts reads outside them would be read from
+    # whichever member came first.
+    from compatcheck.checks.driver import GFD_KEYS, PLATFORM_KEYS
+    from compatcheck.cluster import RULE_LABELS, is_rule_label, node_facts
+
+    class Reads(dict[str, str]):
+        seen: set[str] = set()
+
+        def get(self, key: str, default: Any = None) -> Any:
+            self.seen.add(key)
+            return super().get(key, default)
+
+        def __getitem__(self, key: str) -> str:
+            self.seen.add(key)
+            return super().__getitem__(key)
+
+        def __contains__(self, key: object) -> bool:
+            self.seen.add(str(key))
+            return super().__contains__(key)
+
+    for labels in ({}, {"nvidia.com/cuda.driver.major": "535", "nvidia.com/gpu.product": "Tesla-T4",
+                        "nvidia.com/gpu.compute.major": "7", "compatcheck.io/vgpu-baseline-cuda": "12.2"},
+                   {"nvidia.com/cuda.driver-version.major": "550", "cuda-major-version": "12"}):
+        node_facts(Reads(labels), {"nvidia.com/gpu": "1"}, loaded.kb)
+    assert Reads.seen and Reads.seen <= RULE_LABELS
+    assert set(GFD_KEYS) | set(PLATFORM_KEYS) <= RULE_LABELS  # what the driver check's fix reads
+    assert is_rule_label("compatcheck.io/tier") and not is_rule_label("kubernetes.io/hostname")
+    assert not is_rule_label("nvidia.com/gfd.timestamp") and not is_rule_label(5)
+
+
+def affinity(*terms: list[dict[str, Any]], fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out: list[dict[str, Any]] = [{"matchExpressions": t} for t in terms]
+    if fields is not None:
+        out.append({"matchFields": fields})
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": out}}}}
+
+
+@pytest.mark.parametrize(("spec", "placed"), [
+    ({"nodeSelector": {"example.com/instance-id": "i-00000007"}}, ["NVIDIA-L4"]),
+    ({"nodeSelector": {"example.com/instance-id": "i-00000007", "nvidia.com/gpu.product": "Tesla-T4"}}, []),
+    ({"nodeSelector": {"kubernetes.io/hostname": "n4"}}, ["Tesla-T4"]),
+    ({"nodeSelector": {"kubernetes.io/hostname": "nope"}}, []),
+    ({"nodeName": "n3"}, ["NVIDIA-L4"]),
+    (affinity(fields=[{"key": "metadata.name", "operator": "In", "values": ["n2", "n9"]}]), ["Tesla-T4", "NVIDIA-L4"]),
+    (affinity(fields=[{"key": "metadata.name", "operator": "NotIn", "values": ["n1", "n3", "n5", "n7", "n9"]}]),
+     ["Tesla-T4"]),
+    (affinity([{"key": "example.com/slot", "operator": "Gt", "values": ["8"]}]), ["NVIDIA-L4"]),  # only n9
+    (affinity([{"key": "example.com/slot", "operator": "Lt", "values": ["1"]}]), ["Tesla-T4"]),  # only n0
+    (affinity([{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n1", "n3", "n5", "n7", "n9"]}]),
+     ["Tesla-T4"]),
+    (affinity([{"key": "example.com/spare", "operator": "DoesNotExist"}]), ["NVIDIA-L4"]),  # only n0-n8 even have it
+    (affinity([{"key": "example.com/spare", "operator": "Exists"},
+               {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}]), []),
+    (affinity([{"key": "example.com/spare", "operator": "Exists"}],
+              [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}]),
+     ["Tesla-T4", "NVIDIA-L4"]),
+    (affinity([{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}], []), ["NVIDIA-L4"]),
+    (affinity([]), []),  # an empty term matches nothing
+])
+def test_placement_on_per_node_labels(loaded: Loaded, spec: dict[str, Any], placed: list[str]) -> None:
+    nodes = [unique_node(i, ["Tesla-T4", "NVIDIA-L4"][i % 2]) for i in range(10)]
+    for n in nodes:
+        if n["metadata"]["name"] in {f"n{i}" for i in (0, 2, 4, 6, 8)}:
+            n["metadata"]["labels"]["example.com/spare"] = "yes"
+    cluster = build_cluster(nodes, loaded.kb)
+    assert [c.labels["nvidia.com/gpu.product"] for c in cluster.placement(spec)] == placed
+    assert [c.labels["nvidia.com/gpu.product"] for c in cluster.classes if placement_matches(spec, c)] == placed
+
+
+# A reference evaluator written from the Kubernetes documentation, one node at a time, with nothing shared with
+# compatcheck.cluster: the indexed placement must say exactly what it says, class by class.
+
+
+def ref_expr(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, op = expr.get("key"), expr.get("operator")
+    values = [str(v) for v in expr.get("values") or []] if isinstance(expr.get("values"), list) else []
+    present = isinstance(key, str) and key in labels
+    value = labels[key] if present else None
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not (present and value in values)
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            have, want = int(str(value)), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def ref_admits(spec: dict[str, Any], n: dict[str, Any]) -> bool:
+    name, labels = n["metadata"]["name"], n["metadata"]["labels"]
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict) and any(labels.get(str(k)) != str(v) for k, v in selector.items()):
+        return False
+    if isinstance(spec.get("nodeName"), str) and spec["nodeName"] and spec["nodeName"] != name:
+        return False
+    terms = spec.get("affinity", {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution",
+                                                                 {}).get("nodeSelectorTerms")
+    if terms is None:
+        return True
+    for t in terms:
+        exprs, fields = t.get("matchExpressions") or [], t.get("matchFields") or []
+        if (exprs or fields) and all(ref_expr(e, labels) for e in exprs) and all(
+                ref_expr(f, {"metadata.name": name}) for f in fields):
+            return True
+    return False
+
+
+KEYS = {  # key -> values a node may carry (None: absent); rule labels and placement labels alike
+    "nvidia.com/gpu.product": ["Tesla-T4", "NVIDIA-L4", "NVIDIA-A100-SXM4-80GB"],
+    "cuda-major-version": ["11", "12", None],
+    "compatcheck.io/tier": ["gold", "bronze", None],
+    "topology.kubernetes.io/zone": ["a", "b", "c"],
+    "example.com/rack": [f"r{i}" for i in range(6)] + [None],
+    "example.com/slot": ["0", "3", "7", "12", "x", None],
+    "example.com/pool": ["p", None],
+}
+
+
+def random_cluster(rng: Any, size: int) -> list[dict[str, Any]]:
+    nodes = []
+    for i in range(size):
+        labels = {k: v for k, vs in KEYS.items() if (v := rng.choice(vs)) is not None}
+        labels["example.com/instance-id"] = f"i-{i}"  # unique per node
+        taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}] if rng.random() < .3 else []
+        nodes.append(node(f"n{i}", labels, taints, gpus=rng.choice([1, 8])))
+    return nodes
+
+
+def values_of(key: object, names: list[str]) -> list[str]:
+    """Values worth asking about: the key's own, the picked nodes' names and instance ids, a few others."""
+    ids = [f"i-{name[1:]}" for name in names]
+    own = {"kubernetes.io/hostname": names, "example.com/instance-id": ids}.get(str(key), [])
+    return [v for v in KEYS.get(str(key), []) if v is not None] + own + ["0", "12", "zzz"]
+
+
+def random_expr(rng: Any, names: list[str]) -> dict[str, Any]:
+    key = rng.choice([*KEYS, "kubernetes.io/hostname", "example.com/instance-id", "example.com/nowhere", 5])
+    op = rng.choice(["In", "In", "In", "NotIn", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Bogus"])
+    values: Any = rng.sample(values_of(key, names), rng.choice([0, 1, 1, 2, 3]))
+    if op in ("Gt", "Lt") and rng.random() < .8:
+        values = [rng.choice(["0", "3", "7", "11", "20", "x", 5])]
+    return {"key": key, "operator": op, "values": values} if rng.random() < .9 else {"key": key, "operator": op}
+
+
+def random_spec(rng: Any, names: list[str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if rng.random() < .5:
+        keys = rng.sample([*KEYS, "kubernetes.io/hostname", "example.com/instance-id"], rng.choice([0, 1, 1, 2]))
+        spec["nodeSelector"] = {k: rng.choice(values_of(k, names)[:-3]) for k in keys}
+    if rng.random() < .15:
+        spec["nodeName"] = rng.choice([*names, "absent"])
+    if rng.random() < .7:
+        terms = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            term: dict[str, Any] = {}
+            if rng.random() < .9:
+                term["matchExpressions"] = [random_expr(rng, names) for _ in range(rng.choice([0, 1, 1, 1, 2, 3]))]
+            if rng.random() < .25:
+                term["matchFields"] = [{
+                    "key": rng.choice(["metadata.name", "metadata.name", "spec.unschedulable"]),
+                    "operator": rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt"]),
+                    "values": rng.sample([*names, "7"], rng.choice([1, 2]))}]
+            terms.append(term)
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": terms}}}
+    return spec
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_indexed_placement_equals_a_node_by_node_evaluation(loaded: Loaded, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    nodes = random_cluster(rng, rng.choice([1, 7, 60, 200]))
+    cluster = build_cluster(nodes, loaded.kb)
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    names = rng.sample(sorted(by_name), min(len(by_name), 5))
+    assert sum(c.count for c in cluster.classes) == len(nodes)
+    for _ in range(60):
+        spec = random_spec(rng, names)
+        expected = [c for c in cluster.classes if any(ref_admits(spec, by_name[m.name]) for m in c.members)]
+        assert cluster.placement(spec) == expected, spec
+        assert [c for c in cluster.classes if placement_matches(spec, c)] == expected, spec

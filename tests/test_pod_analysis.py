@@ -62,3 +62,39 @@ def test_placement_memo_is_keyed_by_every_field_placement_reads(field: str, load
     assert alone != first, "the variant must change the answer, or this test proves nothing"
     assert _answer(varied, loaded, shared) == alone
     assert _answer(base_pod(), loaded, shared) == first
+
+
+def test_reviews_never_scan_every_node(loaded: Loaded, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Placement is answered from per-key indexes built once per snapshot: 40 pods pinned to 40 nodes of a
+    # 3,000-node cluster whose nodes all carry unique labels read each node's labels once per key, not per pod.
+    from compatcheck.cluster import NodeRecord, build_cluster
+    from compatcheck.engine import evaluate
+
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {
+        "kubernetes.io/hostname": f"n{i}", "nvidia.com/gpu.product": ["Tesla-T4", "NVIDIA-L4"][i % 2],
+        "nvidia.com/cuda.driver-version.full": "550.54.15", "example.com/instance-id": f"i-{i}",
+        "example.com/rack": f"r{i // 20}"}}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+        for i in range(3000)]
+    ctx = EvalContext(loaded.kb, build_cluster(nodes, loaded.kb))
+    reads = []
+    label = NodeRecord.label
+    monkeypatch.setattr(NodeRecord, "label", lambda rec, key: reads.append(key) or label(rec, key))
+
+    def no_scan(rec: NodeRecord) -> dict[str, str]:
+        raise AssertionError("placement looked at the nodes one by one")
+
+    monkeypatch.setattr(NodeRecord, "placement_labels", no_scan)
+    stuck = []
+    for i in range(40):
+        pod = base_pod()
+        host = "gone" if i % 10 == 0 else "n5" if i == 5 else f"n{100 + i * 50}"
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": host}
+        pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/rack", "operator": "NotIn", "values": ["r0"]}]}]}}}
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+        if any(f.rule_id == "gpu-no-eligible-node" for f in evaluate(pod, loaded.ruleset, ctx).findings):
+            stuck.append(i)
+    assert sorted(set(reads)) == ["example.com/rack", "kubernetes.io/hostname"]
+    assert len(reads) == 2 * 3000
+    assert stuck == [0, 5, 10, 20, 30]  # pinned to a node that is not there, or in rack r0 (n0-n19)

@@ -132,9 +132,10 @@ def _release_memory() -> None:
 
 
 class NodeCompactor:
-    """Reads Nodes into NodeRecords whose pool-wide parts (labels but the hostname, taints, GPU allocatable)
-    are one shared tuple per pool: with 5,000 GFD-labelled nodes a node costs ~350 bytes instead of a few KB
-    of nested dicts. Not thread-safe: one per watcher thread."""
+    """Reads Nodes into NodeRecords whose equal parts are one object: the name, every placement label value, a
+    pool's label keys, rule labels, taints and GPU allocatable. With 20,000 GFD-labelled nodes that carry a few
+    unique labels each (instance id, rack, slot) a node costs ~700 bytes instead of a few KB of nested dicts.
+    Not thread-safe: one per watcher thread."""
 
     def __init__(self) -> None:
         self._shared: dict[Any, Any] = {}
@@ -146,9 +147,7 @@ class NodeCompactor:
         return found
 
     def __call__(self, node: dict[str, Any]) -> NodeRecord:
-        rec = node_record(node)
-        return NodeRecord(rec.name, self._one(rec.shared_labels), rec.own_labels, self._one(rec.taints),
-                          self._one(rec.gpu_allocatable))
+        return node_record(node, self._one)
 
 
 class _Watcher(threading.Thread):

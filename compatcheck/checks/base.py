@@ -306,7 +306,7 @@ class PodAnalysis:
                      sorted(self.pod_requests.items())))
 
         def place() -> tuple[list[NodeClass], list[NodeClass]]:
-            placed = [c for c in cluster.classes if placement_matches(spec, c)]
+            placed = cluster.placement(spec)  # indexed: never a scan of every node
             return placed, [c for c in placed
                             if not untolerated_taints(spec, c) and offers_resources(self.pod_requests, c)]
 

@@ -23,14 +23,24 @@ def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loade
     raw = [node(f"t4-{i}", "Tesla-T4", "535.104.05") for i in range(3)] + [
         node("a100-0", "NVIDIA-A100-SXM4-80GB", "550.54.15")]
     raw[0]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1700000000"  # per node: not shared
+    for i, n in enumerate(raw[:3]):
+        n["metadata"]["labels"]["rack"] = f"r{i}"  # unique per node, but its key is the pool's
+    raw[1]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1700000001"
+    raw[2]["metadata"]["labels"]["nvidia.com/gfd.timestamp"] = "1700000002"
     raw[3]["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule",
                                  "timeAdded": "2026-01-01T00:00:00Z"}]
     raw[3]["metadata"]["labels"]["drop-me"] = None
     compact = NodeCompactor()
     slim = [compact(n) for n in raw]
-    assert slim[0].shared_labels is slim[1].shared_labels is slim[2].shared_labels
+    assert slim[0].rule_labels is slim[1].rule_labels is slim[2].rule_labels
+    assert slim[0].label_keys is slim[1].label_keys is slim[2].label_keys
     assert slim[0].taints is slim[1].taints and slim[0].gpu_allocatable is slim[2].gpu_allocatable
-    assert dict(slim[0].own_labels) == {"kubernetes.io/hostname": "t4-0", "nvidia.com/gfd.timestamp": "1700000000"}
+    assert slim[0].name is slim[0].label("kubernetes.io/hostname")  # one string for the name and the hostname
+    assert slim[0].rule_labels == (("nvidia.com/cuda.driver-version.full", "535.104.05"),
+                                   ("nvidia.com/gpu.product", "Tesla-T4"))
+    assert slim[0].placement_labels() == {"kubernetes.io/hostname": "t4-0", "nvidia.com/gfd.timestamp": "1700000000",
+                                          "rack": "r0"}
+    assert slim[3].placement_labels() == {"kubernetes.io/hostname": "a100-0"}  # a None value is no label
     assert dict(slim[3].gpu_allocatable) == {"nvidia.com/gpu": "1"}  # cpu is not a GPU resource: dropped
 
     def shape(cluster: Any) -> list[Any]:
@@ -38,3 +48,4 @@ def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loade
                       key=repr)
 
     assert shape(build_cluster_from_records(slim, loaded.kb)) == shape(build_cluster(raw, loaded.kb))
+    assert [c.count for c in build_cluster_from_records(slim, loaded.kb).classes] == [3, 1]
