@@ -23,7 +23,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ log = logging.getLogger("compatcheck.webhook.view")
 
 CRL_NAMESPACE = "kube-public"
 LIST_PAGE = 100  # small pages bound the transient memory of the initial list (RSS with 5k nodes)
+COMPACT_SLACK = 4096  # intern-table entries that churn may leave behind before a compaction is worth it
 CRL_SELECTOR = "features.alauda.io/type=CustomResourceLimitation"
 
 
@@ -135,19 +136,47 @@ class NodeCompactor:
     """Reads Nodes into NodeRecords whose equal parts are one object: the name, every placement label value, a
     pool's label keys, rule labels, taints and GPU allocatable. With 20,000 GFD-labelled nodes that carry a few
     unique labels each (instance id, rack, slot) a node costs ~700 bytes instead of a few KB of nested dicts.
-    Not thread-safe: one per watcher thread."""
 
-    def __init__(self) -> None:
-        self._shared: dict[Any, Any] = {}
+    The intern table holds what the live records use, plus what churn left behind since the last ``compact``:
+    each new value of a churning label adds an entry, and the records that held the old value are gone. So the
+    owner calls ``compact`` with the records it still holds, and once the table has outgrown them by half it is
+    rebuilt from them, dropping the dead entries (a blind reset instead would keep every live part alive twice:
+    once in the old records, once as the new canonical copy). Thread-safe: the watcher thread reads Nodes while
+    the publisher compacts."""
+
+    def __init__(self, slack: int | None = None) -> None:
+        self._table: dict[Any, Any] = {}
+        self._base = 0  # table size when it was last rebuilt from the live records
+        self._slack = COMPACT_SLACK if slack is None else slack
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._table)
 
     def _one(self, value: Any) -> Any:
-        found = self._shared.setdefault(value, value)
-        if len(self._shared) > 100_000:  # label churn (driver upgrades...): start a fresh table
-            self._shared = {value: value}
-        return found
+        return self._table.setdefault(value, value)
 
     def __call__(self, node: dict[str, Any]) -> NodeRecord:
-        return node_record(node, self._one)
+        with self._lock:
+            return node_record(node, self._one)
+
+    def compact(self, live: Iterable[NodeRecord]) -> bool:
+        """Rebuild the table from ``live`` (every record still held) if it has outgrown them; True if it did.
+        Records read after ``live`` was taken may lose their sharing with later ones: that costs memory until
+        they are replaced, never correctness."""
+        with self._lock:
+            if len(self._table) <= self._base + max(self._slack, self._base // 2):
+                return False
+            table: dict[Any, Any] = {}
+            one = table.setdefault
+            for rec in live:
+                for part in (rec.name, rec.rule_labels, rec.label_keys, rec.taints, rec.gpu_allocatable):
+                    one(part, part)
+                for value in rec.label_values:
+                    one(value, value)
+            self._table = table
+            self._base = len(table)
+            return True
 
 
 class _Watcher(threading.Thread):
@@ -336,7 +365,8 @@ class LiveView:
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
 
-        self.node_watch = _Watcher("nodes", core.list_node, {}, NodeCompactor(), self._dirty.set,
+        self.compactor = NodeCompactor()
+        self.node_watch = _Watcher("nodes", core.list_node, {}, self.compactor, self._dirty.set,
                                    restart("nodes"), self._stop)
         self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
@@ -361,6 +391,7 @@ class LiveView:
             return
         with self._rebuild_lock:  # the publisher and wait_synced may both get here
             (nodes_version, nodes), (_, crls) = self.node_watch.values(), self.crl_watch.values()
+            self.compactor.compact(nodes)  # bound the intern table by what the view still holds
             cluster = build_cluster_from_records(nodes, self.kb)
             index, invalid = build_index(crls)
             for obj, problems in invalid:

@@ -183,3 +183,31 @@ def test_views_sync_side_by_side_and_stop_at_once(cluster: KubeAPIServer, loaded
         for w in v._watchers:
             w.join(2)
             assert not w.is_alive(), f"{w.resource} watch still running after stop()"
+
+
+def test_the_view_bounds_its_intern_table_by_the_live_nodes(cluster: KubeAPIServer, loaded: Loaded) -> None:
+    # A label that churns (a lease, GFD's timestamp) leaves a dead value in the intern table at each change; the
+    # view rebuilds the table from the records it holds once it has outgrown them (here by its slack of 10).
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.client())
+    view = started(cluster, loaded)
+    view.compactor._slack = 10
+    try:
+        for generation in range(8):
+            for i in range(5):
+                patched = core.patch_node(f"t4-{i}", {"metadata": {"labels": {
+                    "example.com/lease": f"lease-{generation}-{i}"}}}, _preload_content=False)
+            version = int(json.loads(patched.data)["metadata"]["resourceVersion"])
+            wait_until(lambda v=version: int(view.snapshot.nodes_version) >= v)
+        # Live: 5 names (also the hostnames), 5 leases, "linux" and "4" (kubernetes.io/os, nvidia.com/gpu.count),
+        # the keys tuple, the rule labels, the (empty) taints and the allocatable: 16. The 40 leases ever seen
+        # would all be there without the compaction.
+        assert len(view.compactor) <= 16 + 10
+        assert {r.label("example.com/lease") for r in view.node_watch.values()[1]} == {
+            f"lease-7-{i}" for i in range(5)}
+    finally:
+        for i in range(5):
+            core.patch_node(f"t4-{i}", {"metadata": {"labels": {"example.com/lease": None}}})
+        view.stop()
+

@@ -49,3 +49,33 @@ def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loade
 
     assert shape(build_cluster_from_records(slim, loaded.kb)) == shape(build_cluster(raw, loaded.kb))
     assert [c.count for c in build_cluster_from_records(slim, loaded.kb).classes] == [3, 1]
+
+
+def test_the_intern_table_tracks_the_live_records_under_label_churn() -> None:
+    from webhook.clusterview import NodeCompactor
+
+    def parts(recs: Any) -> int:  # distinct objects the live records hold (all interned: equal means same)
+        seen = {id(p) for r in recs for p in (r.name, r.rule_labels, r.label_keys, r.taints, r.gpu_allocatable)}
+        return len(seen | {id(v) for r in recs for v in r.label_values})
+
+    compact = NodeCompactor(slack=200)
+    live: dict[str, Any] = {}
+    sizes = []
+    for generation in range(30):  # every node gets a new value of its unique label, 30 times over
+        for i in range(100):
+            n = node(f"n{i}", "Tesla-T4", "535.104.05")
+            n["metadata"]["labels"]["example.com/lease"] = f"lease-{generation}-{i}"
+            live[f"n{i}"] = compact(n)
+        compact.compact(live.values())
+        sizes.append(len(compact))
+        assert len(compact) <= parts(live.values()) + max(200, parts(live.values()) // 2)
+    # 100 names (each also its hostname), 100 leases, the keys tuple, the rule labels, taints, allocatable.
+    assert parts(live.values()) == 204
+    # Grows by the 100 dead leases of each generation until it outgrows the live parts by the slack (200), then
+    # is rebuilt from them: bounded by the live records, not by the churn (3,000 leases seen).
+    assert sizes == [204, 304, 404] * 10
+    before = live["n0"]
+    again = compact(node("n0", "Tesla-T4", "535.104.05"))
+    # A compaction keeps the live objects as the canonical ones: a node read after it shares them.
+    assert again.rule_labels is before.rule_labels and again.gpu_allocatable is before.gpu_allocatable
+    assert again.name is before.name
