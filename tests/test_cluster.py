@@ -396,3 +396,69 @@ def test_indexed_placement_equals_a_node_by_node_evaluation(loaded: Loaded, seed
         expected = [c for c in cluster.classes if any(ref_admits(spec, by_name[m.name]) for m in c.members)]
         assert cluster.placement(spec) == expected, spec
         assert [c for c in cluster.classes if placement_matches(spec, c)] == expected, spec
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_indexes_carried_to_the_next_snapshot_stay_exact(loaded: Loaded, seed: int) -> None:
+    # A live view replaces a few records per snapshot; the new cluster takes over the old one's indexes,
+    # patched for them. Both snapshots must still answer exactly as a node-by-node evaluation of their nodes.
+    import random
+
+    from compatcheck.cluster import build_cluster_from_records, node_record
+
+    rng = random.Random(100 + seed)
+    table: dict[Any, Any] = {}
+
+    def records(raw: list[dict[str, Any]]) -> list[Any]:
+        return [node_record(n, lambda v: table.setdefault(v, v)) for n in raw]
+
+    nodes = random_cluster(rng, 200)
+    recs = records(nodes)
+    names = rng.sample([n["metadata"]["name"] for n in nodes], 5)
+    specs = [random_spec(rng, names) for _ in range(80)]
+    before = build_cluster_from_records(recs, loaded.kb)
+    answers = [before.placement(s) for s in specs]  # builds the indexes of every key the specs reference
+
+    changed = rng.sample(range(200), 20)
+    after_nodes = [dict(n) for n in nodes]
+    for i in changed:  # new placement labels, same rule labels: every node keeps its class and position
+        labels = {k: v for k, v in nodes[i]["metadata"]["labels"].items() if not k.startswith("example.com/")}
+        labels.update({"example.com/rack": rng.choice(["r0", "r9", "new"]), "example.com/instance-id": f"x-{i}"})
+        if rng.random() < .5:
+            labels["example.com/slot"] = rng.choice(["1", "12", "y"])
+        after_nodes[i] = {**nodes[i], "metadata": {"name": nodes[i]["metadata"]["name"], "labels": labels}}
+    after_recs = list(recs)
+    for i, rec in zip(changed, records([after_nodes[i] for i in changed]), strict=True):
+        after_recs[i] = rec
+    after = build_cluster_from_records(after_recs, loaded.kb, previous=before)
+    assert after._index is not None and set(after._index.indexed_keys()) == set(before._index.indexed_keys())
+
+    for cluster, raw, previous_answers in ((after, after_nodes, None), (before, nodes, answers)):
+        by_name = {n["metadata"]["name"]: n for n in raw}
+        for k, spec in enumerate(specs):
+            expected = [c for c in cluster.classes if any(ref_admits(spec, by_name[m.name]) for m in c.members)]
+            assert cluster.placement(spec) == expected, spec
+            if previous_answers is not None:  # the old snapshot's indexes were not edited under it
+                assert previous_answers[k] == expected
+
+
+def test_indexes_are_not_carried_when_nodes_move(loaded: Loaded) -> None:
+    from compatcheck.cluster import build_cluster_from_records, node_record
+
+    nodes = [unique_node(i, "Tesla-T4") for i in range(40)]
+    recs = [node_record(n) for n in nodes]
+    before = build_cluster_from_records(recs, loaded.kb)
+    spec = {"nodeSelector": {"example.com/rack": "r1"}}
+    assert [c.count for c in before.placement(spec)] == [40]
+    moved = unique_node(15, "NVIDIA-L4")  # a driver or GPU change moves a node to another class
+    after = build_cluster_from_records([*recs[:15], node_record(moved), *recs[16:]], loaded.kb, previous=before)
+    assert after._index is None  # positions shifted: rebuilt on first use
+    assert [c.labels["nvidia.com/gpu.product"] for c in after.placement(spec)] == ["Tesla-T4", "NVIDIA-L4"]
+    gone = build_cluster_from_records(recs[:39], loaded.kb, previous=before)
+    assert gone._index is None and [c.count for c in gone.placement(spec)] == [39]
+    assert [c.count for c in before.placement({"nodeName": "n39"})] == [40]  # builds the name index
+    other = node_record(unique_node(99, "Tesla-T4"))  # another node in the last one's place: same positions
+    swapped = build_cluster_from_records([*recs[:39], other], loaded.kb, previous=before)
+    assert swapped._index is None
+    assert swapped.placement({"nodeName": "n39"}) == []
+    assert [c.count for c in swapped.placement({"nodeName": "n99"})] == [40]

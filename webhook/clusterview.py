@@ -392,7 +392,9 @@ class LiveView:
         with self._rebuild_lock:  # the publisher and wait_synced may both get here
             (nodes_version, nodes), (_, crls) = self.node_watch.values(), self.crl_watch.values()
             self.compactor.compact(nodes)  # bound the intern table by what the view still holds
-            cluster = build_cluster_from_records(nodes, self.kb)
+            # The last snapshot's placement indexes carry over, patched for the nodes that changed: under label
+            # churn (GFD's timestamp, every node each minute) a snapshot costs the changes, not a pass per key.
+            cluster = build_cluster_from_records(nodes, self.kb, previous=self.snapshot.ctx.cluster)
             index, invalid = build_index(crls)
             for obj, problems in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",

@@ -211,3 +211,24 @@ def test_the_view_bounds_its_intern_table_by_the_live_nodes(cluster: KubeAPIServ
             core.patch_node(f"t4-{i}", {"metadata": {"labels": {"example.com/lease": None}}})
         view.stop()
 
+
+def test_snapshots_carry_the_placement_indexes_over(cluster: KubeAPIServer, loaded: Loaded) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.client())
+    view = started(cluster, loaded)
+    try:
+        first = view.snapshot.ctx.cluster
+        assert first is not None
+        assert [c.count for c in first.placement({"nodeSelector": {"kubernetes.io/hostname": "t4-1"}})] == [5]
+        patched = core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": "1700000060"}}},
+                                  _preload_content=False)
+        version = int(json.loads(patched.data)["metadata"]["resourceVersion"])
+        wait_until(lambda: int(view.snapshot.nodes_version) >= version)
+        now = view.snapshot.ctx.cluster
+        assert now is not None and now is not first
+        assert now._index is not None  # carried over: the next review does not rebuild it
+        assert now._index.indexed_keys() == ["kubernetes.io/hostname"]
+    finally:
+        core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": None}}})
+        view.stop()
