@@ -1,6 +1,6 @@
 """Admission webhook latency and throughput over real HTTPS with keep-alive, against a bare aiohttp baseline.
 
-    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--nodes 5000] [--rounds 3]
+    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--rounds 3]
 
 Sends recorded (../shared/fixtures/admission) and generated AdmissionReviews (GPU Pods and Deployments, 20 %
 violating) to `compatcheck webhook serve` (static view from examples/cluster-profile.yaml), and reports:
@@ -9,8 +9,8 @@ violating) to `compatcheck webhook serve` (static view from examples/cluster-pro
   - saturation throughput (closed loop, 64 connections) of the webhook and of a bare aiohttp endpoint that
     answers a constant AdmissionReview over the same TLS, alternated over several rounds, their median
     ratio, and each server's CPU time per request;
-  - RSS of the webhook with a live view of N nodes served by a fake API server (kubernetes client, list + watch);
-    the Nodes carry what a cloud provider and GPU Feature Discovery put there (~40 labels, 30 images).
+  - RSS of the webhook with its static view. The live view (a real kube-apiserver, 5,000 and 20,000 Nodes carrying
+    what a cloud provider and GPU Feature Discovery put there) is measured by benchmarks/live_view_scale.py.
 The webhook logs as in production (one JSON line per decision, at the default level, to a discarded
 stderr). Server and load generator share the machine's cores, so the figures are conservative.
 """
@@ -237,7 +237,6 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--rates", default="100,500,1000")
-    ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3, help="alternated saturation rounds (webhook, bare) per workload")
     args = ap.parse_args()
     payloads = bodies()
@@ -278,26 +277,6 @@ async def main() -> None:
         finally:
             stop(wh)
             stop(bare)
-        if args.nodes:
-            from tests.webhook.fake_apiserver import FakeAPIServer
-
-            api = FakeAPIServer().start()
-            for i in range(args.nodes):
-                api.put("nodes", gfd_node(i))
-            await asyncio.sleep(1)
-            kubeconfig = api.kubeconfig(str(Path(tmp) / "kubeconfig"))
-            live_port = free_port()
-            live = start_webhook(certs, live_port, "--kubeconfig", kubeconfig)
-            try:
-                t = time.perf_counter()
-                await wait_ready(f"https://localhost:{live_port}", ctx, live)
-                synced = time.perf_counter() - t
-                r = await fixed_rate(f"https://localhost:{live_port}", ctx, payloads, 200, min(args.duration, 5))
-                print(f"  live view of {args.nodes} nodes (fake API server, list + watch): ready in {synced:.1f} s, "
-                      f"RSS {rss_mib(live.pid):.1f} MiB ({rss_mib(live.pid) * 1.048576:.1f} MB), p99 @ 200 req/s {r['p99']:.2f} ms")
-            finally:
-                stop(live)
-                api.stop()
 
 
 if __name__ == "__main__":
