@@ -7,7 +7,6 @@ FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY compatcheck ./compatcheck
-COPY webhook ./webhook
 COPY rules ./rules
 RUN pip install --no-cache-dir build && python -m build --wheel --outdir /dist
 

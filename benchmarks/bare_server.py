@@ -6,7 +6,7 @@ import sys
 
 from aiohttp import web
 
-from webhook.server import tls_context
+from compatcheck.webhook.server import tls_context
 
 CONSTANT = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": "x", "allowed": True}}
 

@@ -110,9 +110,9 @@ def main() -> None:
 
     from ruamel.yaml import YAML
 
-    from compatcheck.lint import LintOptions, run_lint
-    from compatcheck.loader import load_nodes, load_rules
-    from compatcheck.manifests import load_data
+    from compatcheck.io.lint import LintOptions, run_lint
+    from compatcheck.io.loader import load_nodes, load_rules
+    from compatcheck.io.manifests import load_data
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -252,7 +252,7 @@ def start_webhook(code_root: Path, certs: Path, kubeconfig: Path, port: int, met
     if page is None:
         cmd = [sys.executable, "-m", "compatcheck", *args]
     else:  # another LIST page size, for --pages only
-        cmd = [sys.executable, "-c", "import sys, webhook.clusterview as v; from compatcheck.cli import main; "
+        cmd = [sys.executable, "-c", "import sys, compatcheck.webhook.clusterview as v; from compatcheck.cli import main; "
                f"v.LIST_PAGE = {page}; sys.exit(main(sys.argv[1:]))", *args]
     log = open(os.environ.get("LIVE_VIEW_SCALE_LOG", os.devnull), "ab")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(cmd, cwd=code_root, env=env, stdout=subprocess.DEVNULL, stderr=log)

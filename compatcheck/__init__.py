@@ -1,8 +1,14 @@
-"""compatcheck: CUDA compatibility rules for Kubernetes GPU workloads.
+"""compatcheck: CUDA compatibility rules for Kubernetes GPU workloads, one engine behind a linter and an
+admission webhook.
 
-The package is layered: ``model`` (plain data) <- ``versions``/``knowledge``/``cluster``/``workloads``
-(pure domain logic) <- ``checks`` (typed check types) <- ``engine`` (evaluation) <- ``loader``/``manifests``
-(I/O) <- ``report`` and ``cli`` (presentation). Lower layers never import higher ones.
+The packages are layers, each importing only those below it (import-linter holds this; see
+docs/architecture.md):
+
+    compatcheck.cli        the command line: parse, call, format, exit
+    compatcheck.webhook    the aiohttp admission service, its cluster view and certificates (the webhook extra)
+    compatcheck.io         files in and out: manifests with positions, rule/data/config/node loaders, fix
+    compatcheck.report     output formats (text, JSON, SARIF, JUnit, GitHub) and the rule reference
+    compatcheck.core       the pure core: model, versions, knowledge, cluster, workloads, checks, engine, admission
 """
 
 __version__ = "0.1.0"

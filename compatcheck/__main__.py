@@ -1,5 +1,5 @@
 """``python -m compatcheck`` entry point."""
 
-from compatcheck.cli import main
+from compatcheck.cli.entry import main
 
 raise SystemExit(main())

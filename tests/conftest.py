@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compatcheck.loader import Loaded, load_rules
+from compatcheck.io.loader import Loaded, load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

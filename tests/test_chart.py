@@ -71,11 +71,11 @@ def test_chart_is_clean_under_its_own_linter(helm: str, mode: str, tmp_path: Pat
 
 
 def test_webhooks_point_at_routes_and_ports_the_server_serves(helm: str) -> None:
-    from compatcheck.admission import AdmissionSettings
-    from compatcheck.loader import load_rules
-    from webhook.app import State, make_app
-    from webhook.clusterview import Snapshot
-    from webhook.metrics import Metrics
+    from compatcheck.core.admission import AdmissionSettings
+    from compatcheck.io.loader import load_rules
+    from compatcheck.webhook.app import State, make_app
+    from compatcheck.webhook.clusterview import Snapshot
+    from compatcheck.webhook.metrics import Metrics
 
     objs = template(helm)
     served = {(r.method, r.resource.canonical) for r in make_app(State(
@@ -102,11 +102,11 @@ def test_webhooks_point_at_routes_and_ports_the_server_serves(helm: str) -> None
 
 @pytest.mark.parametrize("mode", MODES)
 def test_deployment_args_are_valid_cli_flags(helm: str, mode: str) -> None:
-    from compatcheck.cli import _parser
+    from compatcheck.cli.entry import parser
 
     (deploy,) = by_kind(template(helm, *MODES[mode]), "Deployment")
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-    ns = _parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
+    ns = parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
     assert ns.port == 8443 and ns.config == "/etc/compatcheck/config/config.yaml"
     assert ns.metrics_host == "0.0.0.0"  # Prometheus scrapes the pod IP; the server's default is the loopback
     if mode in ("self-managed", "url"):
@@ -298,7 +298,7 @@ def test_dockerfile_installs_the_webhook_wheel_and_runs_serve() -> None:
     assert 'ENTRYPOINT ["compatcheck", "webhook", "serve"]' in text
     from_lines = [ln for ln in text.splitlines() if ln.startswith("FROM ")]
     assert len(from_lines) == 2 and all("slim" in ln for ln in from_lines)
-    for src in ("compatcheck", "webhook", "rules", "pyproject.toml", "README.md"):
+    for src in ("compatcheck", "rules", "pyproject.toml", "README.md"):
         assert (ROOT / src).exists(), f"the Dockerfile copies {src}"
     serve = subprocess.run([sys.executable, "-m", "compatcheck", "webhook", "serve", "--help"], capture_output=True,
                            text=True, cwd=ROOT)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from compatcheck import checks
-from compatcheck.checks.base import CheckType, UnknownCheckType
-from compatcheck.loader import Loaded
-from compatcheck.rules import build_rule
+from compatcheck.core import checks
+from compatcheck.core.checks.base import CheckType, UnknownCheckType
+from compatcheck.core.rules import build_rule
+from compatcheck.io.loader import Loaded
 
 
 def test_registry_is_closed_and_loud() -> None:
@@ -58,7 +58,7 @@ def _rule(ctype: str, params: dict[str, Any]) -> dict[str, Any]:
                                               "image": "vllm/vllm-openai:(?P<version"}]}, "error: missing"),
 ])
 def test_invalid_params_are_rejected_with_the_check_name(ctype: str, params: dict[str, Any], message: str) -> None:
-    from compatcheck.loader import packaged_schema
+    from compatcheck.io.loader import packaged_schema
 
     rule, problems = build_rule(_rule(ctype, params), "x.yaml", builtin=False, validate=True,
                                 rule_schema=packaged_schema("rule.schema.json"))

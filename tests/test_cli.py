@@ -262,7 +262,7 @@ def test_core_install_without_webhook_extra_says_what_to_install(tmp_path: Path,
                                                                  args: list[str]) -> None:
     args = [a.replace("OUT", str(tmp_path / "c")) for a in args]
     code = (f"import sys; sys.modules[{module!r}] = None\n"
-            "from compatcheck.cli import main\nsys.exit(main(sys.argv[1:]))")
+            "from compatcheck.cli.entry import main\nsys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 2

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from compatcheck.cluster import Taint, build_cluster, placement_matches, profile_to_nodes, untolerated_taints
-from compatcheck.loader import Loaded
+from compatcheck.core.cluster import Taint, build_cluster, placement_matches, profile_to_nodes, untolerated_taints
+from compatcheck.io.loader import Loaded
 
 
 def node(name: str, labels: dict[str, str], taints: list[dict[str, str]] | None = None,
@@ -207,8 +207,8 @@ def test_classes_do_not_grow_with_unique_per_node_labels(loaded: Loaded) -> None
 def test_node_facts_read_only_rule_labels(loaded: Loaded) -> None:
     # A class is keyed by the rule labels alone: a label node_facts reads outside them would be read from
     # whichever member came first.
-    from compatcheck.checks.driver import GFD_KEYS, PLATFORM_KEYS
-    from compatcheck.cluster import RULE_LABELS, is_rule_label, node_facts
+    from compatcheck.core.checks.driver import GFD_KEYS, PLATFORM_KEYS
+    from compatcheck.core.cluster import RULE_LABELS, is_rule_label, node_facts
 
     class Reads(dict[str, str]):
         seen: set[str] = set()
@@ -276,7 +276,7 @@ def test_placement_on_per_node_labels(loaded: Loaded, spec: dict[str, Any], plac
 
 
 # A reference evaluator written from the Kubernetes documentation, one node at a time, with nothing shared with
-# compatcheck.cluster: the indexed placement must say exactly what it says, class by class.
+# compatcheck.core.cluster: the indexed placement must say exactly what it says, class by class.
 
 
 def ref_expr(expr: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -404,7 +404,7 @@ def test_indexes_carried_to_the_next_snapshot_stay_exact(loaded: Loaded, seed: i
     # patched for them. Both snapshots must still answer exactly as a node-by-node evaluation of their nodes.
     import random
 
-    from compatcheck.cluster import build_cluster_from_records, node_record
+    from compatcheck.core.cluster import build_cluster_from_records, node_record
 
     rng = random.Random(100 + seed)
     table: dict[Any, Any] = {}
@@ -443,7 +443,7 @@ def test_indexes_carried_to_the_next_snapshot_stay_exact(loaded: Loaded, seed: i
 
 
 def test_indexes_are_not_carried_when_nodes_move(loaded: Loaded) -> None:
-    from compatcheck.cluster import build_cluster_from_records, node_record
+    from compatcheck.core.cluster import build_cluster_from_records, node_record
 
     nodes = [unique_node(i, "Tesla-T4") for i in range(40)]
     recs = [node_record(n) for n in nodes]

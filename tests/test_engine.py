@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from compatcheck.checks.base import EvalContext
-from compatcheck.engine import evaluate
-from compatcheck.loader import Loaded
-from compatcheck.rules import RuleSet
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.engine import evaluate
+from compatcheck.core.rules import RuleSet
+from compatcheck.io.loader import Loaded
 
 
 def _pod(gpu: bool) -> dict[str, Any]:

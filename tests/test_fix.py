@@ -125,10 +125,10 @@ def test_config_can_disable_a_fix(tmp_path: Path) -> None:
 
 
 def test_a_fix_whose_later_op_fails_leaves_the_document_as_it_was() -> None:
-    from compatcheck.fixer import fix_file
-    from compatcheck.lint import LintedObject
-    from compatcheck.manifests import parse_text
-    from compatcheck.model import Applicability, Finding, Fix, ObjectRef, PatchOp, Severity
+    from compatcheck.core.model import Applicability, Finding, Fix, ObjectRef, PatchOp, Severity
+    from compatcheck.io.fixer import fix_file
+    from compatcheck.io.lint import LintedObject
+    from compatcheck.io.manifests import parse_text
 
     text = "kind: Pod  # keep me\nspec:\n  containers:\n  - name: a\n"
     parsed = parse_text("pod.yaml", text)

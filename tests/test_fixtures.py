@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from compatcheck.checks.base import EvalContext
-from compatcheck.crl import CrlIndex, build_index
-from compatcheck.engine import evaluate
-from compatcheck.fixes import apply_fixes
-from compatcheck.loader import Loaded, load_nodes
-from compatcheck.manifests import iter_objects, read_file
-from compatcheck.model import Applicability
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.crl import CrlIndex, build_index
+from compatcheck.core.engine import evaluate
+from compatcheck.core.model import Applicability
+from compatcheck.core.patches import apply_fixes
+from compatcheck.io.loader import Loaded, load_nodes
+from compatcheck.io.manifests import iter_objects, read_file
 from tests.conftest import FIXTURES
 
 CASES = sorted(

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from compatcheck import jsonutil
+from compatcheck.core import jsonutil
 
 CASES = [
     {"a": [1, 2.5, None, True, "é"], "b": {"c": "x"}},

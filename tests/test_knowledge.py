@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compatcheck.loader import Loaded
-from compatcheck.versions import VersionError, parse_cuda_version, parse_driver_version, parse_version
+from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version, parse_version
+from compatcheck.io.loader import Loaded
 
 
 @pytest.mark.parametrize(("text", "parts"), [("12", (12,)), ("12.4", (12, 4)), ("12.4.1", (12, 4, 1)),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compatcheck.manifests import iter_objects, parse_text
+from compatcheck.io.manifests import iter_objects, parse_text
 
 
 def test_positions_of_nested_keys_and_items() -> None:

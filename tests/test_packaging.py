@@ -34,10 +34,20 @@ def test_installed_wheel_loads_rules_from_itself(wheel: Path, tmp_path: Path) ->
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
                     str(wheel)], check=True, capture_output=True, timeout=300)
-    code = ("import compatcheck.loader as l, sys; d = l.builtin_rules_dir(); "
+    code = ("import compatcheck.io.loader as l, sys; d = l.builtin_rules_dir(); "
             "assert str(d).startswith(sys.argv[1]), d; r = l.load_rules(validate_builtin=True); "
             "print(len(r.ruleset), d)")
     proc = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True,
                           cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("28 ")
+
+
+def test_missing_builtin_rules_are_an_error_not_an_empty_rule_set(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    import compatcheck.io.loader as loader
+
+    monkeypatch.setattr(loader, "builtin_rules_dir", lambda: tmp_path)
+    with pytest.raises(loader.RuleLoadError) as err:
+        loader.load_rules()
+    assert [p.message for p in err.value.problems] == ["the built-in rules are missing (a broken install?)"]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from compatcheck.checks.base import EvalContext
-from compatcheck.engine import evaluate
-from compatcheck.loader import Loaded, load_nodes
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.engine import evaluate
+from compatcheck.io.loader import Loaded, load_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,9 +67,9 @@ def test_placement_memo_is_keyed_by_every_field_placement_reads(field: str, load
 def test_reviews_never_scan_every_node(loaded: Loaded, monkeypatch: pytest.MonkeyPatch) -> None:
     # Placement is answered from per-key indexes built once per snapshot: 40 pods pinned to 40 nodes of a
     # 3,000-node cluster whose nodes all carry unique labels read each node's labels once per key, not per pod.
-    import compatcheck.cluster as cluster_module
-    from compatcheck.cluster import NodeRecord, build_cluster
-    from compatcheck.engine import evaluate
+    import compatcheck.core.cluster as cluster_module
+    from compatcheck.core.cluster import NodeRecord, build_cluster
+    from compatcheck.core.engine import evaluate
 
     nodes = [{"metadata": {"name": f"n{i}", "labels": {
         "kubernetes.io/hostname": f"n{i}", "nvidia.com/gpu.product": ["Tesla-T4", "NVIDIA-L4"][i % 2],

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from compatcheck.lint import LintOptions, run_lint
-from compatcheck.loader import Loaded
-from compatcheck.manifests import decode, parse_text
+from compatcheck.io.lint import LintOptions, run_lint
+from compatcheck.io.loader import Loaded
+from compatcheck.io.manifests import decode, parse_text
 from tests.conftest import FIXTURES, SHARED
 
 SOURCES = sorted(FIXTURES.glob("*/fail.*.yaml"))[:40] + sorted((SHARED / "corpus").glob("*/*.y*ml"))[:40]

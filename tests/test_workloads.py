@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from compatcheck.workloads import WORKLOAD_KINDS, PodLocation, WorkloadKind, pod_targets
+from compatcheck.core.workloads import WORKLOAD_KINDS, PodLocation, WorkloadKind, pod_targets
 
 
 def _place(obj: dict[str, Any], pattern: str, value: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from xml.etree import ElementTree as ET
 
-from compatcheck.model import Finding
+from compatcheck.core.model import Finding
 from compatcheck.report.model import LintReport
 
 

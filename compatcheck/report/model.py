@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compatcheck.model import Finding, InputError, ObjectRef, Severity
+from compatcheck.core.model import Finding, InputError, ObjectRef, Severity
 
 if TYPE_CHECKING:
-    from compatcheck.rules import Rule
+    from compatcheck.core.rules import Rule
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from compatcheck import certs
+from compatcheck.webhook import certs
 from tests.e2e.kapi import Binaries, KubeAPIServer, find_binaries, free_port
 
 NS_LABEL = "compatcheck-e2e"

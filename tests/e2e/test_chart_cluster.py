@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from compatcheck import certs
+from compatcheck.webhook import certs
 from tests.conftest import FIXTURES, ROOT
 from tests.e2e.conftest import WebhookProcess, create_node, gpu_node, gpu_pod, namespace, wait_until
 from tests.e2e.kapi import KubeAPIServer, free_port
@@ -50,7 +50,7 @@ EXCLUDED = f"excluded-{uuid.uuid4().hex[:8]}"  # in webhook.excludeNamespaces of
 KINDS = ["Pod", "Deployment", "Job", "CronJob"]
 ENDPOINTS = ("validate", "mutate")
 
-# What kubectl prints, exactly: denial lines are cut at 200 characters, warnings at 120 (compatcheck.admission).
+# What kubectl prints, exactly: denial lines are cut at 200 characters, warnings at 120 (compatcheck.core.admission).
 TOO_OLD = ("- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver from "
            "branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on chart-t4-0; forward compatibility (c…\n")
 SKEW = ("Warning: cuda-driver-major-skew: driver CUDA 13.0 is more than 1 major version ahead of image CUDA 11.8 on "
@@ -386,7 +386,7 @@ class TestSecretMode:
         bf16 = gpu_pod("bf16", "vllm/vllm-openai:v0.9.2", args=["--dtype=bfloat16"], nodeSelector={"pool": T4})
         out = kubectl_apply(kapi, ns, bf16)
         assert (out.returncode, out.stdout) == (0, "pod/bf16 created\n"), out.stderr
-        assert out.stderr == (  # one line each, cut at 120 characters (see compatcheck.admission.MAX_WARNING)
+        assert out.stderr == (  # one line each, cut at 120 characters (see compatcheck.core.admission.MAX_WARNING)
             "Warning: cuda-driver-behind-runtime: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than the "
             "driver's CUDA on 535.104.…\n"
             "Warning: dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible "

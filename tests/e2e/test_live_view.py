@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from compatcheck.loader import Loaded
+from compatcheck.io.loader import Loaded
+from compatcheck.webhook.clusterview import LiveView
+from compatcheck.webhook.metrics import Metrics
 from tests.e2e.conftest import binaries, create_node, gpu_node, wait_until
 from tests.e2e.kapi import KubeAPIServer
-from webhook.clusterview import LiveView
-from webhook.metrics import Metrics
 
 
 def crl(key: str, *, valid: bool = True) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def started(cluster: KubeAPIServer, loaded: Loaded, metrics: Metrics | None = No
 
 def test_the_first_list_builds_a_whole_snapshot(cluster: KubeAPIServer, loaded: Loaded,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import webhook.clusterview as cv
+    import compatcheck.webhook.clusterview as cv
 
     monkeypatch.setattr(cv, "LIST_PAGE", 2)  # 5 nodes -> 3 pages: the node list takes longest
     pages: list[dict[str, Any]] = []
@@ -139,8 +139,8 @@ def test_readyz_waits_for_the_first_sync(loaded: Loaded, tmp_path: Path) -> None
     from aiohttp.test_utils import TestClient, TestServer
     from kubernetes import config
 
-    from compatcheck.admission import AdmissionSettings
-    from webhook.app import State, make_app
+    from compatcheck.core.admission import AdmissionSettings
+    from compatcheck.webhook.app import State, make_app
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps({

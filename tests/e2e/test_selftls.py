@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from compatcheck import certs
+from compatcheck.webhook import certs
+from compatcheck.webhook.selftls import SelfManagedTLS
 from tests.e2e.conftest import create_node, gpu_node, wait_until
 from tests.e2e.kapi import KubeAPIServer, free_port
-from webhook.selftls import SelfManagedTLS
 
 DNS = ["compatcheck.cc.svc", "compatcheck.cc.svc.cluster.local"]
 

@@ -1,4 +1,4 @@
-"""The pure admission decisions (compatcheck.admission.review), table-driven, on recorded and built requests."""
+"""The pure admission decisions (compatcheck.core.admission.review), table-driven, on recorded and built requests."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from compatcheck.admission import AdmissionSettings, ReviewError, review
-from compatcheck.checks.base import EvalContext
-from compatcheck.config import Config
-from compatcheck.crl import build_index
-from compatcheck.engine import evaluate
-from compatcheck.loader import Loaded, load_nodes
-from compatcheck.manifests import iter_objects, read_file
-from compatcheck.model import Severity
+from compatcheck.core.admission import AdmissionSettings, ReviewError, review
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.config import Config
+from compatcheck.core.crl import build_index
+from compatcheck.core.engine import evaluate
+from compatcheck.core.model import Severity
+from compatcheck.io.loader import Loaded, load_nodes
+from compatcheck.io.manifests import iter_objects, read_file
 from tests.conftest import FIXTURES, ROOT, SHARED
 
 RECORDED = SHARED / "fixtures" / "admission"
@@ -308,7 +308,7 @@ def test_malformed_reviews_raise(loaded: Loaded, ctx: EvalContext, body: Any, me
 
 def test_internal_errors_follow_the_failure_mode(loaded: Loaded, ctx: EvalContext,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import compatcheck.admission as adm
+    import compatcheck.core.admission as adm
 
     def boom(*a: Any, **k: Any) -> Any:
         raise RuntimeError("kaboom")
@@ -331,7 +331,7 @@ def test_settings_from_config() -> None:
 
 
 def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None:
-    from compatcheck.admission import EvaluationCache
+    from compatcheck.core.admission import EvaluationCache
 
     cache = EvaluationCache()
     owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}]
@@ -366,8 +366,8 @@ def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None
 def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: Loaded, ctx: EvalContext) -> None:
     """Config exemptions may name namespaces and objects (identity the key leaves out), and suppression
     annotations change the answer: a hit must still give exactly the uncached answer."""
-    from compatcheck.admission import EvaluationCache
-    from compatcheck.config import Exemption
+    from compatcheck.core.admission import EvaluationCache
+    from compatcheck.core.config import Exemption
 
     exempted = frozenset({"dtype-unsupported-by-gpu", "cuda-driver-behind-runtime"})  # the two errors of `base`
     exemption = Exemption(exempted, ("lab",), (), (), (), ())

@@ -1,4 +1,4 @@
-"""Writing certificates and keys (``compatcheck.certs.write``, behind ``compatcheck cert generate`` and the
+"""Writing certificates and keys (``compatcheck.webhook.certs.write``, behind ``compatcheck cert generate`` and the
 self-managed TLS files) where someone else may have planted links or directories first."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compatcheck import certs
+from compatcheck.webhook import certs
 from tests.conftest import ROOT
 
 NAMES = {"ca.crt", "tls.crt", "tls.key"}

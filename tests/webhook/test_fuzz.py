@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from compatcheck.admission import AdmissionSettings, ReviewError, review
-from compatcheck.checks.base import EvalContext
-from compatcheck.loader import Loaded, load_nodes
+from compatcheck.core.admission import AdmissionSettings, ReviewError, review
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.io.loader import Loaded, load_nodes
 from tests.conftest import ROOT, SHARED
 
 RECORDED = SHARED / "fixtures" / "admission"

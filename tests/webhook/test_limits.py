@@ -1,5 +1,5 @@
-"""The webhook's transport limits against the real server (``webhook.server.start``, as ``serve`` runs it) over
-real TLS sockets: slow request heads, slow bodies, stalled handshakes, idle keep-alive, the connection cap, the
+"""The webhook's transport limits against the real server (``compatcheck.webhook.server.start``, as ``serve`` runs
+it) over real TLS sockets: slow request heads, slow bodies, stalled handshakes, idle keep-alive, the connection cap, the
 TLS floor of the context the listener really uses, and where the metrics port listens.
 
 The server runs in a thread with its own event loop; the clients are plain blocking sockets in the test thread.
@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from compatcheck import certs
-from compatcheck.admission import AdmissionSettings
-from compatcheck.loader import Loaded
-from webhook.app import State
-from webhook.clusterview import StaticView
-from webhook.metrics import Metrics
-from webhook.server import Running, ServeOptions, start
+from compatcheck.core.admission import AdmissionSettings
+from compatcheck.io.loader import Loaded
+from compatcheck.webhook import certs
+from compatcheck.webhook.app import State
+from compatcheck.webhook.clusterview import StaticView
+from compatcheck.webhook.metrics import Metrics
+from compatcheck.webhook.server import Running, ServeOptions, start
 
 REVIEW = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
     "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
@@ -312,14 +312,15 @@ def test_metrics_listen_on_the_metrics_host_only(tmp_path: Path, loaded: Loaded)
 
 
 def test_serve_options_from_the_command_line() -> None:
-    from compatcheck.cli import _parser, _serve_options
+    from compatcheck.cli.entry import parser
+    from compatcheck.webhook.run import serve_options
 
-    default = _serve_options(_parser().parse_args(["webhook", "serve"]))
+    default = serve_options(parser().parse_args(["webhook", "serve"]))
     assert (default.host, default.metrics_host) == ("0.0.0.0", "127.0.0.1")  # metrics: loopback unless asked
     assert (default.handshake_timeout, default.header_timeout, default.body_timeout, default.idle_timeout,
             default.max_connections) == (10.0, 10.0, 10.0, 120.0, 400)
     assert default == ServeOptions(None, None)  # type: ignore[arg-type]  # the CLI and the library agree
-    given = _serve_options(_parser().parse_args([
+    given = serve_options(parser().parse_args([
         "webhook", "serve", "--metrics-host=0.0.0.0", "--handshake-timeout=4", "--header-timeout=2.5",
         "--body-timeout=3", "--idle-timeout=30", "--max-connections=50"]))
     assert (given.metrics_host, given.handshake_timeout, given.header_timeout, given.body_timeout,
@@ -335,10 +336,10 @@ def test_serve_options_from_the_command_line() -> None:
     ("--max-connections=lots", "not a whole number: 'lots'"),
 ])
 def test_bad_limits_are_one_line_usage_errors(capsys: pytest.CaptureFixture[str], arg: str, message: str) -> None:
-    from compatcheck.cli import _parser
+    from compatcheck.cli.entry import parser
 
     with pytest.raises(SystemExit) as exit_info:
-        _parser().parse_args(["webhook", "serve", arg])
+        parser().parse_args(["webhook", "serve", arg])
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.endswith(f"argument {arg.split('=')[0]}: {message}"), last

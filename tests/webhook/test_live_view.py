@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compatcheck.loader import Loaded
+from compatcheck.io.loader import Loaded
 
 
 def node(name: str, product: str, driver: str) -> dict[str, Any]:
@@ -17,8 +17,8 @@ def node(name: str, product: str, driver: str) -> dict[str, Any]:
 
 
 def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loaded) -> None:
-    from compatcheck.cluster import build_cluster, build_cluster_from_records
-    from webhook.clusterview import NodeCompactor
+    from compatcheck.core.cluster import build_cluster, build_cluster_from_records
+    from compatcheck.webhook.clusterview import NodeCompactor
 
     raw = [node(f"t4-{i}", "Tesla-T4", "535.104.05") for i in range(3)] + [
         node("a100-0", "NVIDIA-A100-SXM4-80GB", "550.54.15")]
@@ -52,7 +52,7 @@ def test_compact_nodes_build_the_same_cluster_and_share_pool_parts(loaded: Loade
 
 
 def test_the_intern_table_tracks_the_live_records_under_label_churn() -> None:
-    from webhook.clusterview import NodeCompactor
+    from compatcheck.webhook.clusterview import NodeCompactor
 
     def parts(recs: Any) -> int:  # distinct objects the live records hold (all interned: equal means same)
         seen = {id(p) for r in recs for p in (r.name, r.rule_labels, r.label_keys, r.taints, r.gpu_allocatable)}

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.logs import DecisionLog, JsonFormatter, log_event
+from compatcheck.webhook.logs import DecisionLog, JsonFormatter, log_event
 
 
 class CountingStream(io.StringIO):

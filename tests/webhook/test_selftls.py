@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compatcheck import certs
-from webhook.selftls import SelfManagedTLS
+from compatcheck.webhook import certs
+from compatcheck.webhook.selftls import SelfManagedTLS
 
 
 def test_ip_sans_count_as_names_the_certificate_has(tmp_path: Path) -> None:

@@ -1,0 +1,67 @@
+"""``compatcheck``: builds the parser from the subcommand modules and runs the chosen one.
+
+Exit codes: 0 = nothing at or above the failure threshold, 1 = findings at or above it, 2 = usage, config, rule
+or input errors. A command reports what stops it by raising ``CommandError``; nothing here evaluates anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+
+from compatcheck import __version__
+from compatcheck.cli import lint, rules, versions
+from compatcheck.cli import webhook as webhook_commands
+from compatcheck.cli.common import err, print_problems
+from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
+
+# What the webhook extra brings: a webhook command run without it says what to install.
+WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
+Handler = Callable[[argparse.Namespace], int]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compatcheck",
+        description="CUDA compatibility linter for Kubernetes GPU workloads.",
+        epilog="exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage/config/rule/input errors",
+    )
+    p.add_argument("--version", action="version", version=f"compatcheck {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in (lint, webhook_commands, versions, rules):
+        module.register(sub)
+    return p
+
+
+def _handler(args: argparse.Namespace) -> Handler:
+    """The command's function; the webhook's are named ``"module:function"`` and imported only now."""
+    found: Handler | str = args.handler
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        handler: Handler = getattr(importlib.import_module(module), name)
+        return handler
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _handler(args)(args)
+    except CommandError as exc:
+        for message in exc.messages:
+            err(message)
+        print_problems(exc.problems)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except ImportError as exc:
+        # The webhook, cert and review commands need the extra; a core install must say so, not crash.
+        missing = getattr(exc, "name", None) or str(exc)
+        if str(missing).split(".")[0] in WEBHOOK_EXTRA_MODULES:
+            err(f"`compatcheck {args.command}` needs the webhook extra (missing module {missing!r}): "
+                "pip install 'compatcheck[webhook]'")
+            return EXIT_ERROR
+        raise

@@ -1,0 +1,186 @@
+"""``compatcheck lint`` and ``compatcheck fix``: parse, run the lint (``compatcheck.io.lint``), write the reports
+or the fixed files, exit. Exit codes: 0 nothing at or above the failure threshold, 1 findings at or above it,
+2 usage, config, rule or input errors (the other files are still linted and reported)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from compatcheck import __version__
+from compatcheck.cli.common import print_problems
+from compatcheck.core.config import Config
+from compatcheck.core.model import Applicability, Severity
+from compatcheck.io import baseline as baseline_mod
+from compatcheck.io.config import find_config
+from compatcheck.io.lint import LintedObject, LintOptions, run_lint
+from compatcheck.io.loader import Loaded
+from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
+from compatcheck.report import FORMATTERS
+from compatcheck.report.model import LintReport
+
+FORMATS = ("text", "json", "sarif", "junit", "github")
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", help="files, directories (recursive *.yaml *.yml *.json) or - for stdin")
+    p.add_argument("--config", metavar="FILE", help="config file (default: .compatcheck.yaml found walking up)")
+    p.add_argument("--nodes", metavar="FILE", help="kubectl get nodes -o yaml|json output, or a ClusterProfile")
+    p.add_argument("--crl", metavar="PATH", action="append", default=[],
+                   help="file or directory with cf-crl CustomResourceLimitation ConfigMaps (repeatable)")
+    p.add_argument("--rules-dir", metavar="DIR", action="append", default=[],
+                   help="extra rule directory: <dir>/*.yaml rules, <dir>/data/*.yaml tables (repeatable)")
+    p.add_argument("--rule", metavar="ID", action="append", help="run only these rules (repeatable)")
+    p.add_argument("--max-file-size", metavar="MIB", type=int, default=16, help="largest file read (MiB)")
+    p.add_argument("--helm-chart", metavar="DIR", help="render a chart with `helm template` and lint the result")
+    p.add_argument("-f", "--values", metavar="FILE", action="append", default=[], help="helm values file (repeatable)")
+    p.add_argument("--set", metavar="K=V", action="append", default=[], help="helm --set (repeatable)")
+    p.add_argument("--release", metavar="NAME", default="release", help="helm release name (default: release)")
+    p.add_argument("--namespace", metavar="NS", help="helm --namespace")
+    p.add_argument("--kustomize", metavar="DIR", help="render with `kubectl kustomize DIR` and lint the result")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    lint = sub.add_parser("lint", help="lint manifests",
+                          epilog="exit codes: 0 clean, 1 findings at or above --fail-on, 2 errors")
+    _add_input_options(lint)
+    lint.add_argument("--format", action="append", choices=FORMATS,
+                      help="output format; repeat with --output to write several (default: text, or github "
+                           "when GITHUB_ACTIONS=true)")
+    lint.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
+                      help="write the matching --format to FILE (pairs in order; '-' = stdout)")
+    lint.add_argument("--fail-on", choices=["error", "warning", "info"], help="threshold for exit code 1")
+    lint.add_argument("--show-suppressed", action="store_true", help="list suppressed findings and why")
+    lint.add_argument("--baseline", metavar="FILE", help="report only findings not in this baseline")
+    lint.add_argument("--write-baseline", metavar="FILE", help="write the current findings as a baseline and exit 0")
+    lint.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    lint.set_defaults(handler=lint_command)
+
+    fix = sub.add_parser("fix", help="apply safe fixes to the files in place (ruamel round-trip)")
+    _add_input_options(fix)
+    fix.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
+    fix.add_argument("--diff", action="store_true", help="print a unified diff instead of writing")
+    fix.set_defaults(handler=fix_command)
+
+
+def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[str, str] | None]:
+    """Config, rules, lint options and the rendered text of --helm-chart/--kustomize (None for plain paths)."""
+    if not args.paths and not args.helm_chart and not args.kustomize:
+        raise CommandError("give files or directories to lint (or - for stdin, --helm-chart DIR, --kustomize DIR)")
+    configured = configure(args.config or find_config(), args.rules_dir)
+    config, loaded = configured.config, configured.loaded
+    if args.rule:
+        unknown = [r for r in args.rule if r not in loaded.ruleset.rules]
+        if unknown:
+            raise CommandError(f"unknown or disabled rule(s): {', '.join(unknown)}")
+    if args.max_file_size <= 0:
+        raise CommandError("--max-file-size must be positive")
+    options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
+                          max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
+                          config=config)
+    return config, loaded, options, _render_input(args, options)
+
+
+def _render_input(args: argparse.Namespace, options: LintOptions) -> dict[str, str] | None:
+    """Rendered text for --helm-chart / --kustomize (with its source map), or None for plain paths."""
+    from compatcheck.io.render import RenderError, helm_template, kustomize
+
+    try:
+        if args.helm_chart:
+            rendered = helm_template(args.helm_chart, args.values, args.set, args.release, args.namespace)
+        elif args.kustomize:
+            rendered = kustomize(args.kustomize)
+        else:
+            return None
+    except RenderError as exc:
+        raise CommandError(str(exc)) from None
+    options.source_map = rendered.locate
+    return {rendered.name: rendered.text}
+
+
+def lint_command(args: argparse.Namespace) -> int:
+    config, loaded, options, texts = _setup(args)
+    baseline_file = args.baseline or (config.baseline if not args.write_baseline else None)
+    if baseline_file:
+        try:
+            options.baseline = baseline_mod.load(baseline_file)
+        except baseline_mod.BaselineError as exc:
+            raise CommandError(str(exc)) from None
+    report = run_lint(args.paths, loaded, options, texts=texts)
+    report.docs_url = config.docs_url
+    report.tool_version = __version__
+    report.show_suppressed = args.show_suppressed
+    if args.write_baseline:
+        with open(args.write_baseline, "w", encoding="utf-8") as fh:
+            fh.write(baseline_mod.dump(report.findings))
+        print(f"wrote {len(report.findings)} findings to {args.write_baseline}", file=sys.stderr)
+        return EXIT_ERROR if report.errors else EXIT_OK
+    _emit(args, report)
+    threshold = Severity(args.fail_on or config.fail_on.value).rank
+    if report.errors:
+        return EXIT_ERROR
+    if any(f.severity.rank >= threshold for f in report.findings):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+def _emit(args: argparse.Namespace, report: LintReport) -> None:
+    formats = list(args.format or [])
+    if not formats:
+        formats = ["github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"]
+    if len(args.output) > len(formats):
+        raise CommandError("each --output needs its own --format before it (e.g. --format sarif -o out.sarif "
+                           "--format text)")
+    targets = args.output + ["-"] * (len(formats) - len(args.output))
+    if targets.count("-") > 1:
+        raise CommandError("only one format can go to stdout: give the others an --output FILE")
+    for fmt, target in zip(formats, targets, strict=True):
+        report.color = fmt == "text" and target == "-" and (
+            args.color == "always" or (args.color == "auto" and sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+        text = FORMATTERS[fmt](report)
+        if target == "-":
+            sys.stdout.write(text)
+        else:
+            try:
+                with open(target, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise CommandError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def fix_command(args: argparse.Namespace) -> int:
+    from compatcheck.io.fixer import fix_file
+
+    _config, loaded, options, texts = _setup(args)
+    if texts is not None:
+        raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
+    keep: list[LintedObject] = []
+    report = run_lint(args.paths, loaded, options, keep=keep)
+    print_problems(report.errors)
+    allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
+    by_file: dict[str, list[LintedObject]] = {}
+    for lo in keep:
+        by_file.setdefault(lo.parsed.path, []).append(lo)
+    applied = 0
+    for path, objects in by_file.items():
+        text = objects[0].parsed.text or ""
+        result = fix_file(path, text, objects, allow, options.config.fix_allowed)
+        for f, why in result.skipped:
+            print(f"{path}: skipped fix for {f.rule_id}: {why}", file=sys.stderr)
+        if not result.changed:
+            continue
+        applied += len(result.applied)
+        if args.diff:
+            sys.stdout.write(result.diff())
+        elif path == "-":
+            sys.stdout.write(result.fixed)
+        else:
+            tmp = f"{path}.compatcheck.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(result.fixed)
+            os.replace(tmp, path)  # atomic: never a half-written manifest
+            print(f"fixed {path}: " + ", ".join(sorted({f.rule_id for f in result.applied})), file=sys.stderr)
+    remaining = len(report.findings) - applied
+    print(f"{applied} fixes applied{' (diff only)' if args.diff else ''}; {remaining} findings left", file=sys.stderr)
+    return EXIT_ERROR if report.errors else EXIT_OK

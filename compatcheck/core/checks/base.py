@@ -1,0 +1,389 @@
+"""What every check type shares: the ``CheckType`` record, the ``Violation`` it yields, and
+``PodAnalysis``, the per-pod facts computed once and reused by every check (GPU requests, CUDA
+runtime per container, the node classes the pod can land on).
+
+Pure: no I/O, no printing. Pointers produced here are absolute within the object, built only from
+the targets that ``workloads`` located, so no check knows a kind's layout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, overload
+
+from compatcheck.core.cluster import (
+    Cluster,
+    NodeClass,
+    NodeFacts,
+    build_cluster,
+    is_gpu_resource,
+    offers_resources,
+    placement_matches,
+    required_terms,
+    untolerated_taints,
+)
+from compatcheck.core.crl import CrlIndex
+from compatcheck.core.jsonutil import dumps, sequence
+from compatcheck.core.knowledge import KnowledgeBase, memo
+from compatcheck.core.model import Applicability, Fix, PatchOp
+from compatcheck.core.pointers import escape_token
+from compatcheck.core.quantities import QuantityError, parse_quantity
+from compatcheck.core.versions import Version, VersionError, parse_cuda_version
+from compatcheck.core.workloads import ContainerTarget, PodTarget
+
+
+class UnknownCheckType(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Violation:
+    message: str
+    pointer: str
+    container: str | None = None
+    fix: Fix | None = None
+    # True for bad input found inside an object (e.g. an unreadable version annotation): reported as an
+    # error entry (exit 2), not as a finding.
+    input_error: bool = False
+
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CheckType:
+    name: str
+    description: str
+    target: Literal["pod", "object"]
+    params_schema: dict[str, Any]
+    evaluate: Callable[..., Iterable[Violation]]
+    needs_nodes: bool = False
+    fix_applicability: Applicability | None = None
+    # Modes (params.mode) that can produce a fix; None = every mode.
+    fix_modes: tuple[str, ...] | None = None
+    # Only meaningful for pods that request GPU resources (the engine skips the rest).
+    gpu_only: bool = True
+    # Turns validated params into what ``evaluate`` receives (compiled regexes, parsed versions), once per
+    # rule instead of once per object; None hands ``evaluate`` the params as written.
+    prepare: Callable[[Params], Any] | None = None
+
+
+@dataclass
+class EvalContext:
+    kb: KnowledgeBase
+    cluster: Cluster | None = None
+    crl: CrlIndex = field(default_factory=CrlIndex)
+    # Synthetic node classes for manifest-pinned GPU labels, shared across pods (same pins recur).
+    pinned_memo: dict[Any, list[NodeClass]] = field(default_factory=dict, repr=False)
+    # (placement classes, eligible classes) by everything that decides them: a webhook sees the same
+    # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
+    placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
+                                                                                 repr=False)
+
+
+RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
+_REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class CudaRuntime:
+    version: Version | None
+    origin: str
+    pointer: str
+    problem: str = ""
+
+
+def container_gpu_requests(c: ContainerTarget) -> dict[str, Any]:
+    """GPU-type resources of a container: limits, else requests (the API server defaults one from the other)."""
+    res = c.data.get("resources")
+    if not isinstance(res, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for section in ("requests", "limits"):  # limits win
+        values = res.get(section)
+        if isinstance(values, dict):
+            for k, v in values.items():
+                if is_gpu_resource(str(k)):
+                    out[str(k)] = v
+    return out
+
+
+def quantity_int(value: Any) -> int | None:
+    # Fast path: almost every GPU request is a small integer or a digit string.
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isdigit():
+        return int(value)
+    try:
+        q = parse_quantity(value)
+    except QuantityError:
+        return None
+    return int(q) if q.denominator == 1 else None
+
+
+def quantity_ceil(value: Any) -> int:
+    """Whole units a request needs (an invalid 0.5 GPU still needs a GPU node); 0 when unreadable."""
+    n = quantity_int(value)
+    if n is not None:
+        return n
+    try:
+        q = parse_quantity(value)
+    except QuantityError:
+        return 0
+    return max(0, -(-q.numerator // q.denominator))
+
+
+def env_value(c: ContainerTarget, name: str) -> tuple[int, Any] | None:
+    env = c.data.get("env")
+    if not isinstance(env, list):
+        return None
+    found = None
+    for i, e in enumerate(env):
+        if isinstance(e, dict) and e.get("name") == name:
+            found = (i, e.get("value"))  # the last definition wins, as in Kubernetes
+    return found
+
+
+def command_line(c: ContainerTarget) -> list[str]:
+    out: list[str] = []
+    for key in ("command", "args"):
+        v = c.data.get(key)
+        if isinstance(v, list):
+            out.extend(str(x) for x in v if x is not None)
+    return out
+
+
+def flag_values(argv: list[str], flags: Iterable[str]) -> Iterator[tuple[int, str, str]]:
+    """(argv index, flag, value) for ``--flag=v`` and ``--flag v``; also inside ``sh -c`` strings."""
+    wanted = set(flags)
+    tokens: list[tuple[int, str]] = []
+    for i, a in enumerate(argv):
+        if " " in a and "--" in a:
+            tokens.extend((i, t) for t in a.split())
+        else:
+            tokens.append((i, a))
+    for j, (i, tok) in enumerate(tokens):
+        name, eq, value = tok.partition("=")
+        if name in wanted:
+            if eq:
+                yield i, name, value.strip("'\"")
+            elif j + 1 < len(tokens):
+                yield tokens[j + 1][0], name, tokens[j + 1][1].strip("'\"")
+
+
+def add_env_ops(c: ContainerTarget, name: str, value: str) -> tuple[PatchOp, ...]:
+    env = c.data.get("env")
+    if isinstance(env, list):
+        found = env_value(c, name)
+        if found is not None:
+            return (PatchOp("replace", f"{c.pointer}/env/{found[0]}/value", value),)
+        return (PatchOp("add", f"{c.pointer}/env/-", {"name": name, "value": value}),)
+    return (PatchOp("add", f"{c.pointer}/env", [{"name": name, "value": value}]),)
+
+
+T = TypeVar("T")
+
+
+class once(Generic[T]):
+    """functools.cached_property without its per-access lock (Python < 3.12 takes an RLock on every first
+    read): a PodAnalysis lives inside one evaluation on one thread, and admission reads its facts dozens
+    of times per request."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> once[T]: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> T: ...
+    def __get__(self, instance: object | None, owner: type) -> T | once[T]:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
+class PodAnalysis:
+    """Facts about one pod spec, computed lazily and at most once per pod."""
+
+    def __init__(self, pod: PodTarget, ctx: EvalContext) -> None:
+        self.pod = pod
+        self.ctx = ctx
+
+    @once
+    def gpu_containers(self) -> list[tuple[ContainerTarget, dict[str, Any]]]:
+        out = []
+        for c in self.pod.containers:
+            req = container_gpu_requests(c)
+            if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in req.values()):
+                out.append((c, req))
+        return out
+
+    @property
+    def is_gpu_pod(self) -> bool:
+        return bool(self.gpu_containers)
+
+    @once
+    def pod_requests(self) -> dict[str, int]:
+        """Effective pod request per GPU resource: max(sum of containers, largest init container)."""
+        regular: dict[str, int] = {}
+        init: dict[str, int] = {}
+        for c, req in self.gpu_containers:
+            for k, v in req.items():
+                n = quantity_ceil(v)
+                if c.init:
+                    init[k] = max(init.get(k, 0), n)
+                else:
+                    regular[k] = regular.get(k, 0) + n
+        return {k: max(regular.get(k, 0), init.get(k, 0)) for k in set(regular) | set(init)}
+
+    def runtime(self, c: ContainerTarget) -> CudaRuntime:
+        found = self._runtimes.get(c.pointer)
+        if found is None:
+            found = self._runtimes[c.pointer] = self._resolve_runtime(c)
+        return found
+
+    @once
+    def _runtimes(self) -> dict[str, CudaRuntime]:
+        return {}
+
+    def _resolve_runtime(self, c: ContainerTarget) -> CudaRuntime:
+        ann = self.pod.annotations
+        meta_ptr = "/metadata/annotations"
+        for key in (f"{RUNTIME_ANNOTATION}.{c.name}", RUNTIME_ANNOTATION):
+            if key in ann:
+                ptr = f"{meta_ptr}/{escape_token(key)}"
+                try:
+                    return CudaRuntime(parse_cuda_version(ann[key]), f"annotation {key}", ptr)
+                except VersionError as exc:
+                    return CudaRuntime(None, f"annotation {key}", ptr, str(exc))
+        for var in ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION"):
+            found = env_value(c, var)
+            if found is None or not isinstance(found[1], str):
+                continue
+            ptr = f"{c.pointer}/env/{found[0]}/value"
+            text = found[1]
+            if var == "NVIDIA_REQUIRE_CUDA":
+                m = _REQUIRE_CUDA_RE.search(text)
+                if not m:
+                    return CudaRuntime(None, f"env {var}", ptr, f"{var}={text!r} has no cuda>= term")
+                text = m.group(1)
+            try:
+                return CudaRuntime(parse_cuda_version(text), f"env {var}", ptr)
+            except VersionError as exc:
+                return CudaRuntime(None, f"env {var}", ptr, str(exc))
+        image = c.data.get("image")
+        ptr = f"{c.pointer}/image"
+        if not isinstance(image, str) or not image:
+            return CudaRuntime(None, "image", ptr, "the container has no image")
+        found_img = self.ctx.kb.image_cuda(image)
+        if found_img is None:
+            return CudaRuntime(None, f"image {image}", ptr, f"no image pattern recognises {image!r}")
+        return CudaRuntime(found_img.cuda, f"image {image}", ptr, found_img.reason)
+
+    # ------------------------------------------------------------------ where can it run?
+    @property
+    def placement_classes(self) -> list[NodeClass]:
+        """Node classes admitted by nodeSelector/affinity (with --nodes)."""
+        return self._placement[0]
+
+    @property
+    def eligible_classes(self) -> list[NodeClass]:
+        """Classes that admit the pod, tolerate-wise, and offer the GPU resources it requests."""
+        return self._placement[1]
+
+    @once
+    def _placement(self) -> tuple[list[NodeClass], list[NodeClass]]:
+        cluster = self.ctx.cluster
+        if cluster is None:
+            return [], []
+        spec = self.pod.spec
+        # Exactly what placement_matches, untolerated_taints and offers_resources read.
+        key = dumps((spec.get("nodeSelector"), spec.get("affinity"), spec.get("nodeName"), spec.get("tolerations"),
+                     sorted(self.pod_requests.items())))
+
+        def place() -> tuple[list[NodeClass], list[NodeClass]]:
+            placed = cluster.placement(spec)  # indexed: never a scan of every node
+            return placed, [c for c in placed
+                            if not untolerated_taints(spec, c) and offers_resources(self.pod_requests, c)]
+
+        return memo(self.ctx.placement_memo, key, place)
+
+    @once
+    def pinned_classes(self) -> list[NodeClass]:
+        """Without --nodes: GPU facts the manifest itself pins through selectors, affinity or HAMi
+        annotations (synthetic node classes); empty when it pins nothing."""
+        values: dict[str, set[str]] = {}
+
+        def note(key: str, vals: Iterable[Any]) -> None:
+            values.setdefault(key, set()).update(str(v) for v in vals)
+
+        sel = self.pod.spec.get("nodeSelector")
+        if isinstance(sel, dict):
+            for k, v in sel.items():
+                note(str(k), [v])
+        for term in required_terms(self.pod.spec) or []:
+            for e in term.get("matchExpressions") or []:
+                if isinstance(e, dict) and e.get("operator") == "In":
+                    note(str(e.get("key")), sequence(e.get("values")))
+        use = self.pod.annotations.get("nvidia.com/use-gputype")
+        products = set(values.get("nvidia.com/gpu.product", set()))
+        hami_types = [t.strip() for t in use.split(",") if t.strip()] if use else []
+        labelsets: list[dict[str, str]] = [{"nvidia.com/gpu.product": p} for p in sorted(products)]
+        majors = values.get("nvidia.com/gpu.compute.major", set())
+        minors = values.get("nvidia.com/gpu.compute.minor", set()) or {"0"}
+        if not labelsets and majors:
+            labelsets = [{"nvidia.com/gpu.compute.major": a, "nvidia.com/gpu.compute.minor": b}
+                         for a in sorted(majors) for b in sorted(minors)]
+        if not labelsets and hami_types:
+            # HAMi matches use-gputype as a substring of the card name ("A100" -> "NVIDIA-A100-...").
+            labelsets = [{"nvidia.com/gpu.product": t} for t in hami_types]
+        key = tuple(tuple(sorted(ls.items())) for ls in labelsets[:32])
+        classes = memo(self.ctx.pinned_memo, key, lambda: build_cluster(
+            ({"metadata": {"name": f"pinned-{i}", "labels": ls}} for i, ls in enumerate(labelsets[:32])),
+            self.ctx.kb).classes)
+        if not classes:
+            return []
+        if hami_types and products:
+            return classes
+        # Keep only those the pod's own placement really admits (projection of the real terms).
+        return [c for c in classes if admits_projected(self.pod.spec, c)]
+
+    @once
+    def scope(self) -> list[NodeFacts]:
+        """GPU node facts this pod can meet: eligible classes with --nodes, else the pinned ones."""
+        if self.ctx.cluster is not None:
+            return [c.facts for c in self.eligible_classes if c.facts.has_gpu]
+        return [c.facts for c in self.pinned_classes]
+
+    def scope_classes(self) -> list[NodeClass]:
+        return self._scope_classes
+
+    @once
+    def _scope_classes(self) -> list[NodeClass]:
+        if self.ctx.cluster is not None:
+            return [c for c in self.eligible_classes if c.facts.has_gpu]
+        return self.pinned_classes
+
+
+def admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
+    """Placement restricted to the label keys the synthetic class carries (other keys are unknowable)."""
+    keys = set(cls.labels)
+    projected: dict[str, Any] = {}
+    sel = spec.get("nodeSelector")
+    if isinstance(sel, dict):
+        projected["nodeSelector"] = {k: v for k, v in sel.items() if k in keys}
+    terms = required_terms(spec)
+    if terms is not None:
+        new_terms = []
+        for t in terms:
+            exprs = [e for e in sequence(t.get("matchExpressions")) if isinstance(e, dict) and e.get("key") in keys]
+            if not exprs:
+                return True  # this OR-branch does not constrain the pinned keys
+            new_terms.append({"matchExpressions": exprs})
+        projected["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": new_terms}}}
+    return placement_matches(projected, cls)

@@ -1,0 +1,228 @@
+"""Check types about resource requests and scheduling: ``extended-resources`` (the API server's own
+rules), ``vcuda-core``, ``sharing-mode``, ``shared-request-size`` and ``node-eligibility``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from compatcheck.core.checks import register
+from compatcheck.core.checks.base import CheckType, Params, PodAnalysis, Violation, env_value, quantity_int
+from compatcheck.core.cluster import offers_resources, untolerated_taints
+from compatcheck.core.jsonutil import mapping
+from compatcheck.core.model import Applicability, Fix, PatchOp
+from compatcheck.core.patches import set_path_ops
+from compatcheck.core.pointers import escape_token
+from compatcheck.core.quantities import QuantityError, parse_quantity
+
+_NATIVE_PREFIXES = ("hugepages-", "requests.", "limits.")
+_NATIVE = {"cpu", "memory", "ephemeral-storage", "storage", "pods"}
+
+
+def is_extended_resource(name: str) -> bool:
+    if name in _NATIVE or name.startswith(_NATIVE_PREFIXES) or "/" not in name:
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _fmt(q: Any) -> str:
+    return str(q) if not isinstance(q, str) else q
+
+
+def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    for c in a.pod.containers:
+        res = c.data.get("resources")
+        if not isinstance(res, dict):
+            continue
+        limits = mapping(res.get("limits"))
+        requests = mapping(res.get("requests"))
+        for section, values in (("limits", limits), ("requests", requests)):
+            for name, v in values.items():
+                if not is_extended_resource(str(name)):
+                    continue
+                ptr = f"{c.pointer}/resources/{section}/{escape_token(str(name))}"
+                try:
+                    q = parse_quantity(v)
+                except QuantityError:
+                    yield Violation(f"{section}.{name}: {v!r} is not a valid quantity", ptr, c.name)
+                    continue
+                if q.denominator != 1:
+                    yield Violation(f"{section}.{name}: {_fmt(v)} must be an integer (extended resources are "
+                                    "whole numbers)", ptr, c.name)
+                elif q < 0:
+                    yield Violation(f"{section}.{name}: {_fmt(v)} must be greater than or equal to 0", ptr, c.name)
+        for name, v in requests.items():
+            if not is_extended_resource(str(name)):
+                continue
+            ptr = f"{c.pointer}/resources/requests/{escape_token(str(name))}"
+            if name not in limits:
+                yield Violation(f"requests.{name} is set without a limit: the API server rejects it (Limit must be "
+                                "set for non overcommitable resources)", ptr, c.name,
+                                Fix(f"set limits.{name} to the request", Applicability.SAFE,
+                                    set_path_ops(c.data, c.pointer, ("resources", "limits", str(name)), v)))
+                continue
+            try:
+                equal = parse_quantity(v) == parse_quantity(limits[name])
+            except QuantityError:
+                continue
+            if not equal:
+                yield Violation(f"requests.{name} {_fmt(v)} must be equal to {name} limit of {_fmt(limits[name])} "
+                                "(extended resources cannot be overcommitted)", ptr, c.name,
+                                Fix(f"set requests.{name} to the limit", Applicability.UNSAFE,
+                                    (PatchOp("replace", ptr, limits[name]),)))
+
+
+register(CheckType(
+    name="extended-resources",
+    description="The API server's validation of extended resources: integers, limits required, requests equal "
+                "to limits.",
+    target="pod",
+    fix_applicability=Applicability.SAFE,
+    gpu_only=False,
+    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    evaluate=_extended,
+))
+
+VCUDA_CORE = "tencent.com/vcuda-core"
+VCUDA_MEMORY = "tencent.com/vcuda-memory"
+
+
+def _vcuda(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    for c, req in a.gpu_containers:
+        if VCUDA_CORE not in req:
+            continue
+        ptr = f"{c.pointer}/resources/limits/{escape_token(VCUDA_CORE)}"
+        core = quantity_int(req[VCUDA_CORE])
+        if core is None:
+            continue  # extended-resource-invalid reports non-integers
+        if core <= 0:
+            yield Violation(f"{VCUDA_CORE} {core} must be positive (100 = one whole GPU)", ptr, c.name)
+        elif core > 100 and core % 100:
+            yield Violation(f"{VCUDA_CORE} {core}: values above 100 must be multiples of 100 (whole GPUs); "
+                            "GPU-Manager refuses it", ptr, c.name)
+        elif core < 100 and not (quantity_int(req.get(VCUDA_MEMORY, 0)) or 0) > 0:
+            yield Violation(f"{VCUDA_CORE} {core} is a fraction of a GPU but {VCUDA_MEMORY} is not set: shared "
+                            f"mode needs both (1 unit of {VCUDA_MEMORY} = 256 MiB)", ptr, c.name)
+
+
+register(CheckType(
+    name="vcuda-core",
+    description="GPU-Manager's rules for tencent.com/vcuda-core and vcuda-memory.",
+    target="pod",
+    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    evaluate=_vcuda,
+))
+
+HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
+
+
+def _sharing_modes(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    for c, req in a.gpu_containers:
+        modes = []
+        if any(n.startswith("nvidia.com/mig-") for n in req):
+            modes.append("MIG (nvidia.com/mig-*)")
+        if any(n.startswith("tencent.com/vcuda") for n in req):
+            modes.append("GPU-Manager vGPU (tencent.com/vcuda-*)")
+        if any(n in HAMI_RESOURCES for n in req):
+            modes.append("HAMi (nvidia.com/gpumem/gpucores)")
+        if env_value(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") or env_value(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
+            modes.append("MPS (CUDA_MPS_* env)")
+        if len(modes) > 1 and (modes[0].startswith("MIG") or modes[0].startswith("GPU-Manager")):
+            yield Violation(f"container mixes GPU sharing modes {' and '.join(modes)}; a GPU is either MIG-"
+                            "partitioned or virtualised, not both", f"{c.pointer}/resources", c.name)
+
+
+register(CheckType(
+    name="sharing-mode",
+    description="Detects containers that combine incompatible GPU sharing mechanisms.",
+    target="pod",
+    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    evaluate=_sharing_modes,
+))
+
+
+def _shared_gt_one(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    fail_ts = bool(params.get("timeSlicingFailsRequestsGreaterThanOne", False))
+    sel = a.pod.spec.get("nodeSelector")
+    pinned = sel.get("nvidia.com/gpu.sharing-strategy") if isinstance(sel, dict) else None
+    strategies = {f.sharing_strategy for f in a.scope if f.sharing_strategy} if a.ctx.cluster is not None else set()
+    if pinned:
+        strategies.add(str(pinned))
+    refusing = {s for s in strategies if s == "mps" or (s == "time-slicing" and fail_ts)}
+    if not refusing:
+        return
+    for c, req in a.gpu_containers:
+        for name in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
+            n = quantity_int(req.get(name, 0)) or 0
+            if n > 1:
+                yield Violation(
+                    f"{name}: {n} on {'/'.join(sorted(refusing))}-shared GPUs: the device plugin refuses requests "
+                    "above 1 (maximum request size for shared resources is 1) and the pod fails with "
+                    "UnexpectedAdmissionError", f"{c.pointer}/resources/limits/{escape_token(name)}", c.name)
+
+
+register(CheckType(
+    name="shared-request-size",
+    description="Requests of more than one shared GPU replica where the device plugin fails them.",
+    target="pod",
+    params_schema={"type": "object", "additionalProperties": False, "properties": {
+        "timeSlicingFailsRequestsGreaterThanOne": {
+            "type": "boolean", "default": False,
+            "description": "Set true if your time-slicing config sets failRequestsGreaterThanOne (MPS always does)."}}},
+    evaluate=_shared_gt_one,
+))
+
+
+def _eligibility(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+    if a.ctx.cluster is None or not a.is_gpu_pod:
+        return
+    mode = params["mode"]
+    cluster = a.ctx.cluster
+    placed = a.placement_classes
+    offering = [c for c in placed if offers_resources(a.pod_requests, c)]
+    wanted = ", ".join(f"{k}: {v}" for k, v in sorted(a.pod_requests.items()))
+    if mode == "no-eligible-node":
+        if offering:
+            return
+        if not placed:
+            why = f"none of the {cluster.node_count} nodes matches its nodeSelector/affinity"
+        else:
+            why = (f"{sum(c.count for c in placed)} nodes match its nodeSelector/affinity but none offers "
+                   f"{wanted}")
+        ptr = a.pod.pointer + ("/nodeSelector" if not placed and "nodeSelector" in a.pod.spec else "")
+        yield Violation(f"no node can run this pod: {why}; it would stay Pending", ptr)
+        return
+    if not offering:
+        return
+    tolerated = [c for c in offering if not untolerated_taints(a.pod.spec, c)]
+    if tolerated:
+        return
+    taints = {}
+    for c in offering:
+        for t in untolerated_taints(a.pod.spec, c):
+            taints[(t.key, t.effect)] = t
+    shown = ", ".join(f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in taints.values())
+    tols = [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in taints.values()]
+    existing = a.pod.spec.get("tolerations")
+    if isinstance(existing, list):
+        ops = tuple(PatchOp("add", f"{a.pod.pointer}/tolerations/-", t) for t in tols)
+    else:
+        ops = (PatchOp("add", f"{a.pod.pointer}/tolerations", tols),)
+    yield Violation(f"every GPU node offering {wanted} is tainted ({shown}) and the pod tolerates none of them",
+                    a.pod.pointer + ("/tolerations" if isinstance(existing, list) else ""), None,
+                    Fix("add tolerations for the GPU node taints", Applicability.UNSAFE, ops))
+
+
+register(CheckType(
+    name="node-eligibility",
+    description="With a cluster view: whether any node admits the pod (selectors, affinity, GPU resources), and "
+                "whether it tolerates the GPU nodes' taints.",
+    target="pod",
+    needs_nodes=True,
+    fix_applicability=Applicability.UNSAFE,
+    fix_modes=("toleration-missing",),
+    params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
+        "mode": {"enum": ["no-eligible-node", "toleration-missing"]}}},
+    evaluate=_eligibility,
+))

@@ -1,0 +1,138 @@
+"""The frozen ``Config`` (``.compatcheck.yaml``): severities, disabled rules, params overrides, exemptions, fixes
+and webhook settings, and how they apply to a RuleSet. Pure: ``compatcheck.io.config`` finds and reads the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from compatcheck.core.model import Finding, Severity
+from compatcheck.core.rules import ParamsError, RuleProblem, RuleSet, schema_problems
+
+CONFIG_NAMES = (".compatcheck.yaml", ".compatcheck.yml")
+DEFAULT_DOCS_URL = "https://github.com/compatcheck/compatcheck/blob/main/docs/rules.md"
+
+
+class ConfigError(Exception):
+    def __init__(self, problems: list[RuleProblem]) -> None:
+        super().__init__(f"{len(problems)} problem(s) in the configuration")
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Exemption:
+    rules: frozenset[str] | None
+    namespaces: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+
+    def matches(self, f: Finding, path: str | None) -> bool:
+        if self.rules is not None and f.rule_id not in self.rules:
+            return False
+        if self.namespaces and (f.obj.namespace or "default") not in self.namespaces:
+            return False
+        if self.names and not any(fnmatch.fnmatchcase(f.obj.name or "", n) for n in self.names):
+            return False
+        if self.kinds and f.obj.kind not in self.kinds:
+            return False
+        if self.containers and f.container not in self.containers:
+            return False
+        return not (self.paths and not (path and any(glob_match(path, p) for p in self.paths)))
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Path glob with ``**`` for any number of directories (gitignore-like, anchored)."""
+    regex = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex += "(?:.*/)?"
+            i += 3
+        elif pattern.startswith("**", i):
+            regex += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            regex += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            regex += "[^/]"
+            i += 1
+        else:
+            regex += re.escape(pattern[i])
+            i += 1
+    norm = os.path.normpath(path).lstrip("./") if not os.path.isabs(pattern) else os.path.normpath(path)
+    return re.fullmatch(regex, norm) is not None or re.fullmatch(regex, path) is not None
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str | None = None
+    severities: dict[str, Severity] = field(default_factory=dict)
+    disabled: frozenset[str] = frozenset()
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rule_dirs: tuple[str, ...] = ()
+    nodes: str | None = None
+    crl: tuple[str, ...] = ()
+    fail_on: Severity = Severity.ERROR
+    exemptions: tuple[Exemption, ...] = ()
+    annotation_exemptions: bool = True
+    baseline: str | None = None
+    docs_url: str = DEFAULT_DOCS_URL
+    fixes_enabled: frozenset[str] | None = None
+    fixes_disabled: frozenset[str] = frozenset()
+    allow_unsafe: frozenset[str] = frozenset()
+    webhook: dict[str, str] = field(default_factory=dict)
+
+    def exempt(self, f: Finding, path: str | None) -> bool:
+        return any(e.matches(f, path) for e in self.exemptions)
+
+    def fix_allowed(self, rule_id: str) -> bool:
+        if rule_id in self.fixes_disabled:
+            return False
+        return self.fixes_enabled is None or rule_id in self.fixes_enabled
+
+
+def apply_to_ruleset(config: Config, ruleset: RuleSet) -> RuleSet:
+    """Rules with params overrides merged and re-validated; unknown rule ids are errors."""
+    from dataclasses import replace
+
+    problems: list[RuleProblem] = []
+    path = config.path or "<config>"
+    names = set(config.severities) | config.disabled | set(config.params)
+    for e in config.exemptions:
+        names |= set(e.rules or ())
+    names |= set(config.fixes_enabled or ()) | config.fixes_disabled | config.allow_unsafe
+    for rule_id in sorted(names - set(ruleset.rules)):
+        problems.append(RuleProblem(path, "", f"unknown rule {rule_id!r} (see compatcheck rules list)"))
+    rules = dict(ruleset.rules)
+    for rule_id, override in config.params.items():
+        if rule_id not in rules:
+            continue
+        merged = _deep_merge(rules[rule_id].params, override)
+        invalid = schema_problems(merged, rules[rule_id].check.params_schema, path)
+        for p in invalid:
+            problems.append(RuleProblem(path, f"/rules/{rule_id}/params{p.pointer}",
+                                        f"rules.{rule_id}.params: {p.message}"))
+        if invalid:
+            continue
+        try:
+            rules[rule_id] = replace(rules[rule_id], params=merged)
+        except ParamsError as exc:
+            problems.append(RuleProblem(path, f"/rules/{rule_id}/params", f"rules.{rule_id}.params: {exc}"))
+    if problems:
+        raise ConfigError(problems)
+    return RuleSet({k: v for k, v in rules.items() if k not in config.disabled})
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out

@@ -1,0 +1,132 @@
+"""cf-crl CustomResourceLimitation ConfigMaps: validation and the index of groups and keys.
+
+A CRL ConfigMap declares one resource key of a group (``kube-public/cf-crl-{customName}-{keyName}``);
+keys of one group are associated: a container that uses any of them is held to the policies of all.
+Pure apart from reading the packaged JSON Schema; never half-applies an invalid ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from compatcheck.core.jsonutil import mapping, text
+from compatcheck.core.quantities import QuantityError, parse_quantity
+
+CRL_TYPE_LABEL = "features.alauda.io/type"
+CRL_GROUP_LABEL = "features.alauda.io/group"
+CRL_ENABLED_LABEL = "features.alauda.io/enabled"
+CRL_TYPE = "CustomResourceLimitation"
+
+
+@dataclass(frozen=True)
+class CrlKey:
+    key: str
+    data_type: str
+    default: str | None
+    limits: str
+    requests: str
+    group: str
+    configmap: str
+
+
+@dataclass
+class CrlIndex:
+    groups: dict[str, dict[str, CrlKey]] = field(default_factory=dict)
+
+    def add(self, k: CrlKey) -> None:
+        self.groups.setdefault(k.group, {})[k.key] = k
+
+    def groups_using(self, keys: set[str]) -> list[str]:
+        return sorted(g for g, members in self.groups.items() if keys & members.keys())
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+
+def claims_crl(obj: dict[str, Any]) -> bool:
+    if obj.get("kind") != "ConfigMap":
+        return False
+    meta = mapping(obj.get("metadata"))
+    labels = mapping(meta.get("labels"))
+    name = text(meta.get("name")) or ""
+    return labels.get(CRL_TYPE_LABEL) == CRL_TYPE or name.startswith("cf-crl-")
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator  # lazy: ~100 ms import, only when CRLs appear
+
+    schema = json.loads(resources.files("compatcheck.schemas").joinpath("crl.schema.json").read_text("utf-8"))
+    return Draft202012Validator(schema)
+
+
+def value_matches(data_type: str, value: Any) -> bool:
+    if data_type == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()) is not None)
+    if data_type == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        return isinstance(value, str) and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", value.strip()) \
+            is not None
+    try:
+        parse_quantity(value)
+        return True
+    except QuantityError:
+        return False
+
+
+def validate_crl(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """Problems as (RFC 6901 pointer, message); empty when the ConfigMap is a valid CRL."""
+    problems: list[tuple[str, str]] = []
+    for err in sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path)):
+        pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+        problems.append((pointer, _short(err)))
+    if problems:
+        return problems
+    meta, data = obj["metadata"], obj["data"]
+    if data["group"] != meta["labels"][CRL_GROUP_LABEL]:
+        problems.append(("/data/group", f"data.group {data['group']!r} differs from label "
+                                        f"{CRL_GROUP_LABEL}={meta['labels'][CRL_GROUP_LABEL]!r}"))
+    if "defaultValue" in data and not value_matches(data["dataType"], data["defaultValue"]):
+        problems.append(("/data/defaultValue", f"defaultValue {data['defaultValue']!r} is not a valid "
+                                               f"{data['dataType']}"))
+    if data["limits"] == "disabled" and data["requests"] == "fromLimits":
+        problems.append(("/data/requests", "requests: fromLimits needs limits to be required or optional"))
+    return problems
+
+
+def _short(err: Any) -> str:
+    where = ".".join(str(p) for p in err.absolute_path) or "(root)"
+    msg = err.message if len(err.message) < 160 else err.message[:157] + "..."
+    return f"{where}: {msg}"
+
+
+def crl_key(obj: dict[str, Any]) -> CrlKey:
+    """The key of a ConfigMap that ``validate_crl`` accepted."""
+    data = obj["data"]
+    return CrlKey(data["key"], data["dataType"], data.get("defaultValue"), data["limits"], data["requests"],
+                  data["group"], obj["metadata"]["name"])
+
+
+def is_enabled(obj: dict[str, Any]) -> bool:
+    labels = obj.get("metadata", {}).get("labels", {})
+    return isinstance(labels, dict) and labels.get(CRL_ENABLED_LABEL) == "true"
+
+
+def build_index(objects: list[dict[str, Any]]) -> tuple[CrlIndex, list[tuple[dict[str, Any], list[tuple[str, str]]]]]:
+    """Index of the valid, enabled CRLs, and the invalid ones with their problems (ignored whole)."""
+    index = CrlIndex()
+    invalid = []
+    for obj in objects:
+        problems = validate_crl(obj)
+        if problems:
+            invalid.append((obj, problems))
+        elif is_enabled(obj):
+            index.add(crl_key(obj))
+    return index, invalid

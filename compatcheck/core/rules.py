@@ -1,0 +1,160 @@
+"""Rules: the typed record of a rule file and the RuleSet (built-ins plus admin rules).
+
+Validation of rule files against ``schemas/rule.schema.json`` and of ``check.params`` against the
+check type's ``params_schema`` happens here; every problem is collected before failing. Pure: the
+``loader`` module reads files and hands parsed documents in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compatcheck.core import checks
+from compatcheck.core.checks.base import CheckType, UnknownCheckType
+from compatcheck.core.model import Applicability, Severity
+
+
+class ParamsError(ValueError):
+    """Params that pass the schema but cannot be prepared (a regex that does not compile)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str
+    severity: Severity
+    check: CheckType
+    params: dict[str, Any]
+    rationale: str
+    remediation: str
+    references: tuple[str, ...]
+    origin: str  # file the rule came from
+    builtin: bool = True
+    # What the check's evaluate receives: its params, prepared once (recomputed by dataclasses.replace).
+    prepared: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        prepare = self.check.prepare
+        if prepare is None:
+            object.__setattr__(self, "prepared", self.params)
+            return
+        try:
+            object.__setattr__(self, "prepared", prepare(self.params))
+        except Exception as exc:  # e.g. a regex that does not compile: the rule is unusable, say why
+            raise ParamsError(f"check {self.check.name} params: {type(exc).__name__}: {exc}") from None
+
+    @property
+    def needs_nodes(self) -> bool:
+        return self.check.needs_nodes
+
+    @property
+    def fix_applicability(self) -> Applicability | None:
+        modes = self.check.fix_modes
+        if modes is not None and self.params.get("mode") not in modes:
+            return None
+        return self.check.fix_applicability
+
+
+@dataclass(frozen=True)
+class RuleProblem:
+    path: str
+    pointer: str
+    message: str
+    line: int | None = None
+
+
+def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+    from jsonschema import Draft202012Validator  # lazy: only when validating
+
+    out = []
+    for err in sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)):
+        pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            # Point at the first unexpected key (the typo), not at its parent mapping.
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            if extra:
+                pointer += "/" + str(extra[0]).replace("~", "~0").replace("/", "~1")
+        msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+        out.append(RuleProblem(path, pointer, f"{pointer or '/'}: {msg}"))
+    return out
+
+
+def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: bool,
+               rule_schema: dict[str, Any] | None = None) -> tuple[Rule | None, list[RuleProblem]]:
+    problems: list[RuleProblem] = []
+    if validate and rule_schema is not None:
+        problems = schema_problems(doc, rule_schema, origin)
+        if problems:
+            return None, problems
+    try:
+        check_type = checks.get(doc["check"]["type"])
+    except UnknownCheckType as exc:
+        return None, [RuleProblem(origin, "/check/type", str(exc))]
+    params = dict(doc["check"].get("params") or {})
+    if validate:
+        for p in schema_problems(params, check_type.params_schema, origin):
+            problems.append(RuleProblem(origin, "/check/params" + p.pointer,
+                                        f"check {check_type.name} params: {p.message}"))
+        if problems:
+            return None, problems
+    docs = doc["docs"]
+    try:
+        rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
+                    docs["remediation"], tuple(docs["references"]), origin, builtin)
+    except ParamsError as exc:
+        return None, [RuleProblem(origin, "/check/params", str(exc))]
+    return rule, []
+
+
+@dataclass
+class RuleSet:
+    """The rules in force, iterated in id order. Treat as immutable once built: the order is computed once
+    (every admission request iterates it)."""
+
+    rules: dict[str, Rule]
+    ordered: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    # The same rules split by what the engine hands them, so evaluation does not re-split per object.
+    object_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    signature: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the ids, for memo keys
+    # Pod rules by (GPU pod?, cluster view?): non-GPU pods only meet the rules that are not gpu_only, and
+    # without nodes the rules that need them are left out.
+    _pod_rules_by: dict[tuple[bool, bool], tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+    _fixable: dict[frozenset[str], RuleSet] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ordered = tuple(sorted(self.rules.values(), key=lambda r: r.id))
+        self.object_rules = tuple(r for r in self.ordered if r.check.target == "object")
+        self.pod_rules = tuple(r for r in self.ordered if r.check.target == "pod")
+        self.signature = tuple(r.id for r in self.ordered)
+        self._pod_rules_by = {(gpu, online): tuple(r for r in self.pod_rules if (online or not r.needs_nodes)
+                                                   and (gpu or not r.check.gpu_only))
+                              for gpu in (False, True) for online in (False, True)}
+
+    def pod_rules_for(self, *, gpu: bool, online: bool) -> tuple[Rule, ...]:
+        """The pod rules that apply to a (non-)GPU pod, with or without a cluster view."""
+        return self._pod_rules_by[(gpu, online)]
+
+    def subset(self, keep: Callable[[Rule], bool]) -> RuleSet:
+        return RuleSet({r.id: r for r in self.ordered if keep(r)})
+
+    def fixable(self, wanted: frozenset[str]) -> RuleSet:
+        """The rules among ``wanted`` that have a fix; memoised (the webhook asks on every mutation)."""
+        found = self._fixable.get(wanted)
+        if found is None:
+            found = self._fixable[wanted] = self.subset(lambda r: r.id in wanted and r.fix_applicability is not None)
+        return found
+
+    def get(self, rule_id: str) -> Rule:
+        try:
+            return self.rules[rule_id]
+        except KeyError:
+            raise KeyError(f"no such rule: {rule_id!r}") from None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.ordered)
+
+    def __len__(self) -> int:
+        return len(self.rules)

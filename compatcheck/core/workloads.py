@@ -1,0 +1,238 @@
+"""Where pod specs live in each kind: the single kind -> pod-spec path table.
+
+Every consumer (engine, fixes, webhook, CLI) finds pod specs and containers through this module; no
+other module may hard-code a path such as ``/spec/template/spec``. Pure: no I/O.
+
+A ``template`` location holds ``{metadata, spec}`` (a PodTemplateSpec); a ``podspec`` location holds the
+PodSpec fields directly (KServe predictors, LLMInferenceService templates, ServingRuntimes).
+``*`` in a pattern matches every key of a mapping or every item of a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from compatcheck.core.jsonutil import mapping, text
+from compatcheck.core.model import ObjectRef
+from compatcheck.core.pointers import escape_token, split_pointer
+
+Shape = Literal["template", "podspec"]
+
+
+@dataclass(frozen=True)
+class PodLocation:
+    pattern: str
+    shape: Shape = "template"
+    # Fields of a podspec location that each hold ONE container (KServe's framework shortcuts).
+    single_containers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    groups: tuple[str, ...]
+    kind: str
+    locations: tuple[PodLocation, ...]
+
+
+def _t(*patterns: str) -> tuple[PodLocation, ...]:
+    return tuple(PodLocation(p) for p in patterns)
+
+
+_KSERVE_FRAMEWORKS = ("model", "tensorflow", "pytorch", "sklearn", "xgboost", "onnx", "triton", "lightgbm",
+                      "paddle", "pmml", "huggingface")
+_KSERVE_COMPONENTS = tuple(
+    loc
+    for component in ("predictor", "transformer", "explainer")
+    for loc in (
+        PodLocation(f"/spec/{component}", "podspec", (*_KSERVE_FRAMEWORKS, "alibi", "art")),
+        PodLocation(f"/spec/{component}/workerSpec", "podspec"),
+    )
+)
+_RAY_GROUPS = ("/headGroupSpec/template", "/workerGroupSpecs/*/template")
+
+WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind(("",), "Pod", _t("")),
+    WorkloadKind(("",), "PodTemplate", _t("/template")),
+    WorkloadKind(("",), "ReplicationController", _t("/spec/template")),
+    WorkloadKind(("apps", "extensions"), "Deployment", _t("/spec/template")),
+    WorkloadKind(("apps", "extensions"), "StatefulSet", _t("/spec/template")),
+    WorkloadKind(("apps", "extensions"), "DaemonSet", _t("/spec/template")),
+    WorkloadKind(("apps", "extensions"), "ReplicaSet", _t("/spec/template")),
+    WorkloadKind(("batch",), "Job", _t("/spec/template")),
+    WorkloadKind(("batch",), "CronJob", _t("/spec/jobTemplate/spec/template")),
+    WorkloadKind(("apps.openshift.io",), "DeploymentConfig", _t("/spec/template")),
+    WorkloadKind(("argoproj.io",), "Rollout", _t("/spec/template")),
+    WorkloadKind(("kubeflow.org",), "PyTorchJob", _t("/spec/pytorchReplicaSpecs/*/template")),
+    WorkloadKind(("kubeflow.org",), "TFJob", _t("/spec/tfReplicaSpecs/*/template")),
+    WorkloadKind(("kubeflow.org",), "PaddleJob", _t("/spec/paddleReplicaSpecs/*/template")),
+    WorkloadKind(("kubeflow.org",), "MPIJob", _t("/spec/mpiReplicaSpecs/*/template")),
+    WorkloadKind(("kubeflow.org",), "XGBoostJob", _t("/spec/xgbReplicaSpecs/*/template")),
+    WorkloadKind(("kubeflow.org",), "JAXJob", _t("/spec/jaxReplicaSpecs/*/template")),
+    WorkloadKind(("batch.paddlepaddle.org",), "PaddleJob", _t("/spec/ps/template", "/spec/worker/template",
+                                                              "/spec/heter/template")),
+    WorkloadKind(("ray.io",), "RayCluster", _t(*(f"/spec{g}" for g in _RAY_GROUPS))),
+    WorkloadKind(("ray.io",), "RayJob", _t(*(f"/spec/rayClusterSpec{g}" for g in _RAY_GROUPS),
+                                           "/spec/submitterPodTemplate")),
+    WorkloadKind(("ray.io",), "RayService", _t(*(f"/spec/rayClusterConfig{g}" for g in _RAY_GROUPS))),
+    WorkloadKind(("orchestration.aibrix.ai",), "RayClusterFleet",
+                 _t(*(f"/spec/template/spec{g}" for g in _RAY_GROUPS))),
+    WorkloadKind(("jobset.x-k8s.io",), "JobSet", _t("/spec/replicatedJobs/*/template/spec/template")),
+    WorkloadKind(("leaderworkerset.x-k8s.io",), "LeaderWorkerSet",
+                 _t("/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate")),
+    WorkloadKind(("batch.volcano.sh",), "Job", _t("/spec/tasks/*/template")),
+    WorkloadKind(("serving.kserve.io",), "InferenceService", _KSERVE_COMPONENTS),
+    WorkloadKind(("serving.kserve.io",), "InferenceGraph", ()),
+    WorkloadKind(("serving.kserve.io",), "LLMInferenceService", (
+        PodLocation("/spec/template", "podspec"), PodLocation("/spec/worker", "podspec"),
+        PodLocation("/spec/prefill/template", "podspec"), PodLocation("/spec/prefill/worker", "podspec"))),
+    WorkloadKind(("serving.kserve.io",), "ServingRuntime", (PodLocation("/spec", "podspec"),)),
+    WorkloadKind(("serving.kserve.io",), "ClusterServingRuntime", (PodLocation("/spec", "podspec"),)),
+    WorkloadKind(("serving.knative.dev",), "Service", _t("/spec/template")),
+    WorkloadKind(("sharedgpu.goc",), "SharePod", (PodLocation("/spec", "podspec"),)),
+)
+
+_BY_KEY: dict[tuple[str, str], WorkloadKind] = {}
+for _wk in WORKLOAD_KINDS:
+    for _g in _wk.groups:
+        key = (_g, _wk.kind)
+        if key in _BY_KEY:
+            raise RuntimeError(f"workload kind {key} declared twice")
+        _BY_KEY[key] = _wk
+
+
+def known_kind_names() -> frozenset[str]:
+    """Every kind name in the table (for bounding metric labels to a closed set)."""
+    return frozenset(kind for _group, kind in _BY_KEY)
+
+
+def api_group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def workload_kind(obj: dict[str, Any]) -> WorkloadKind | None:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    return _BY_KEY.get((api_group(api_version), kind))
+
+
+def object_ref(obj: dict[str, Any]) -> ObjectRef:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = text(meta.get("name"))
+    if name is None and isinstance(meta.get("generateName"), str):
+        name = meta["generateName"] + "*"
+    ns = text(meta.get("namespace"))
+    api_version = text(obj.get("apiVersion"))
+    kind = text(obj.get("kind"))
+    return ObjectRef(api_version, kind, ns, name)
+
+
+@dataclass
+class ContainerTarget:
+    name: str
+    pointer: str
+    data: dict[str, Any]
+    init: bool
+    # Pointer relative to the pod spec, e.g. /containers/0 or /predictor-style /model.
+    rel: str
+
+
+@dataclass
+class PodTarget:
+    """One pod spec inside an object, with the metadata that governs it."""
+
+    ref: ObjectRef
+    obj: dict[str, Any]
+    pointer: str  # absolute pointer of the PodSpec inside the object
+    spec: dict[str, Any]
+    annotations: dict[str, str]  # object annotations with the template's merged over them
+    labels: dict[str, str]
+    containers: list[ContainerTarget]
+    # The pod template ({metadata, spec}) this spec belongs to, when it is not the object itself (a Deployment's
+    # /spec/template); None for Pods and for specs without their own metadata (KServe predictors).
+    template_pointer: str | None = None
+    template_annotations: dict[str, Any] | None = None
+
+
+def _walk(node: Any, tokens: list[str], prefix: str) -> Iterator[tuple[str, Any]]:
+    if not tokens:
+        yield prefix, node
+        return
+    head, rest = tokens[0], tokens[1:]
+    if head == "*":
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from _walk(v, rest, f"{prefix}/{escape_token(str(k))}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from _walk(v, rest, f"{prefix}/{i}")
+        return
+    if isinstance(node, dict) and head in node:
+        yield from _walk(node[head], rest, f"{prefix}/{escape_token(head)}")
+    elif isinstance(node, list) and head.isdigit() and int(head) < len(node):
+        yield from _walk(node[int(head)], rest, f"{prefix}/{head}")
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items() if v is not None}
+
+
+def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
+    """Every pod spec in ``obj`` (empty for kinds that carry none)."""
+    wk = workload_kind(obj)
+    if wk is None:
+        return []
+    ref = object_ref(obj)
+    meta = mapping(obj.get("metadata"))
+    obj_annotations = _str_map(meta.get("annotations"))
+    obj_labels = _str_map(meta.get("labels"))
+    out: list[PodTarget] = []
+    for loc in wk.locations:
+        for pointer, node in _walk(obj, split_pointer(loc.pattern), ""):
+            if not isinstance(node, dict):
+                continue
+            template_pointer: str | None = None
+            template_annotations: dict[str, Any] | None = None
+            if loc.shape == "template":
+                spec = node.get("spec")
+                spec_pointer = f"{pointer}/spec"
+                tmeta = mapping(node.get("metadata"))
+                if pointer:
+                    template_pointer, template_annotations = pointer, mapping(tmeta.get("annotations"))
+                annotations = obj_annotations if pointer == "" else {**obj_annotations,
+                                                                     **_str_map(tmeta.get("annotations"))}
+                labels = _str_map(tmeta.get("labels"))
+            else:
+                spec, spec_pointer = node, pointer
+                annotations, labels = obj_annotations, obj_labels
+            if not isinstance(spec, dict):
+                continue
+            out.append(PodTarget(ref, obj, spec_pointer, spec, annotations, labels,
+                                 _containers(spec, spec_pointer, loc.single_containers), template_pointer,
+                                 template_annotations))
+    return out
+
+
+def _containers(spec: dict[str, Any], spec_pointer: str, singles: tuple[str, ...]) -> list[ContainerTarget]:
+    out: list[ContainerTarget] = []
+    for field_name, init in (("initContainers", True), ("containers", False)):
+        items = spec.get(field_name)
+        if not isinstance(items, list):
+            continue
+        for i, c in enumerate(items):
+            if isinstance(c, dict):
+                name = text(c.get("name")) or f"{field_name}[{i}]"
+                rel = f"/{field_name}/{i}"
+                out.append(ContainerTarget(name, spec_pointer + rel, c, init, rel))
+    for field_name in singles:
+        c = spec.get(field_name)
+        if isinstance(c, dict):
+            name = text(c.get("name")) or field_name
+            rel = f"/{field_name}"
+            out.append(ContainerTarget(name, spec_pointer + rel, c, False, rel))
+    return out

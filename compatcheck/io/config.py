@@ -1,0 +1,85 @@
+"""Finding and reading ``.compatcheck.yaml``: discovery, validation against its JSON Schema with located errors,
+and paths made relative to the file. One file configures the linter, ``fix`` and the webhook.
+
+Discovery follows yamllint: ``--config``, else the first ``.compatcheck.yaml``/``.compatcheck.yml`` found
+walking up from the working directory (stopping at a repository root or $HOME), else ``$COMPATCHECK_CONFIG``,
+else defaults. Reads files; evaluates nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption
+from compatcheck.core.model import Severity
+from compatcheck.core.rules import RuleProblem, schema_problems
+from compatcheck.io.loader import packaged_schema
+from compatcheck.io.manifests import read_file
+
+
+def find_config(start: str | None = None) -> str | None:
+    here = Path(start or os.getcwd()).resolve()
+    home = Path.home().resolve()
+    for d in (here, *here.parents):
+        for name in CONFIG_NAMES:
+            candidate = d / name
+            if candidate.is_file():
+                return str(candidate)
+        if (d / ".git").exists() or d == home:
+            break
+    env = os.environ.get("COMPATCHECK_CONFIG")
+    return env if env else None
+
+
+def load_config(path: str | None) -> Config:
+    """Parse and validate a config file (None = defaults). Raises ConfigError with every located problem."""
+    if path is None:
+        return Config()
+    parsed = read_file(path)
+    problems = [RuleProblem(path, "", e.message, e.line) for e in parsed.errors]
+    if problems:
+        raise ConfigError(problems)
+    if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
+        raise ConfigError([RuleProblem(path, "", "expected one YAML mapping with apiVersion: compatcheck/v1")])
+    doc = parsed.documents[0]
+    data: dict[str, Any] = doc.data
+    found = schema_problems(data, packaged_schema("config.schema.json"), path)
+    if found:
+        raise ConfigError([RuleProblem(p.path, p.pointer, p.message, doc.locate(p.pointer)[0]) for p in found])
+    base = Path(path).resolve().parent
+
+    def rel(p: str) -> str:
+        return str(base / p) if not os.path.isabs(p) else p
+
+    severities: dict[str, Severity] = {}
+    disabled: set[str] = set()
+    params: dict[str, dict[str, Any]] = {}
+    for rule_id, value in (data.get("rules") or {}).items():
+        sev = value if isinstance(value, str) else value.get("severity")
+        if sev == "off":
+            disabled.add(rule_id)
+        elif sev is not None:
+            severities[rule_id] = Severity(sev)
+        if isinstance(value, dict) and "params" in value:
+            params[rule_id] = value["params"]
+    exemptions = tuple(
+        Exemption(frozenset(e["rules"]) if "rules" in e else None, tuple(e.get("namespaces", ())),
+                  tuple(e.get("names", ())), tuple(e.get("kinds", ())), tuple(e.get("containers", ())),
+                  tuple(e.get("paths", ())))
+        for e in data.get("exemptions") or [])
+    fixes = data.get("fixes") or {}
+    return Config(
+        path=path, severities=severities, disabled=frozenset(disabled), params=params,
+        rule_dirs=tuple(rel(d) for d in data.get("ruleDirs") or ()),
+        nodes=rel(data["nodes"]) if data.get("nodes") else None,
+        crl=tuple(rel(c) for c in data.get("crl") or ()),
+        fail_on=Severity(data.get("failOn", "error")), exemptions=exemptions,
+        annotation_exemptions=bool(data.get("annotationExemptions", True)),
+        baseline=rel(data["baseline"]) if data.get("baseline") else None,
+        docs_url=data.get("docsUrl", DEFAULT_DOCS_URL),
+        fixes_enabled=frozenset(fixes["enabled"]) if "enabled" in fixes else None,
+        fixes_disabled=frozenset(fixes.get("disabled", ())), allow_unsafe=frozenset(fixes.get("allowUnsafe", ())),
+        webhook=dict(data.get("webhook") or {}),
+    )

@@ -1,0 +1,153 @@
+"""The lint pipeline shared by ``compatcheck lint`` and ``compatcheck fix``: read files, build the context,
+evaluate every object, attach file/line/column, then apply config exemptions, suppression annotations and
+the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates and never prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.config import Config
+from compatcheck.core.crl import CrlIndex, claims_crl
+from compatcheck.core.engine import evaluate
+from compatcheck.core.model import Finding, InputError, SourceRef
+from compatcheck.core.suppress import split_suppressed
+from compatcheck.core.workloads import object_ref
+from compatcheck.io import baseline as baseline_mod
+from compatcheck.io.loader import Loaded, crl_index, load_crl_objects, load_nodes
+from compatcheck.io.manifests import (
+    DEFAULT_MAX_FILE_BYTES,
+    Document,
+    ParsedFile,
+    expand_paths,
+    iter_objects,
+    parse_text,
+    read_file,
+)
+from compatcheck.report.model import LintReport, Silenced
+
+
+@dataclass
+class LintOptions:
+    nodes: str | None = None
+    crl: list[str] = field(default_factory=list)
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES
+    only: set[str] | None = None
+    config: Config = field(default_factory=Config)
+    baseline: Counter[baseline_mod.Key] | None = None
+    # Rendered files (helm template): maps a parsed file to the path findings should name.
+    source_map: Callable[[Document, int], tuple[str, int | None]] | None = None
+
+
+@dataclass
+class LintedObject:
+    """One object with its findings (after filtering), for ``fix``."""
+
+    parsed: ParsedFile
+    doc: Document
+    prefix: str
+    obj: dict[str, Any]
+    findings: list[Finding]
+
+
+def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: LintReport,
+            texts: dict[str, str] | None = None) -> tuple[list[ParsedFile], EvalContext]:
+    cluster = None
+    if options.nodes:
+        cluster, errors = load_nodes(options.nodes, loaded.kb, options.max_bytes)
+        report.errors.extend(errors)
+    parsed: list[ParsedFile] = []
+    if texts is not None:
+        files = list(texts)
+        for name, text in texts.items():
+            parsed.append(parse_text(name, text))
+    else:
+        files, errors = expand_paths(paths)
+        report.errors.extend(errors)
+        parsed = [read_file(f, options.max_bytes) for f in files]
+    for pf in parsed:
+        report.errors.extend(pf.errors)
+        report.notes.extend(pf.notes)
+    report.files = len(files)
+    crl_objects, crl_errors = load_crl_objects(options.crl, options.max_bytes) if options.crl else ([], [])
+    report.errors.extend(crl_errors)
+    for pf in parsed:
+        for doc in pf.documents:
+            for _prefix, obj in iter_objects(doc):
+                if claims_crl(obj):
+                    crl_objects.append((pf.path, obj))
+    index, invalid = crl_index(crl_objects) if crl_objects else (CrlIndex(), [])
+    # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
+    linted = {pf.path for pf in parsed}
+    report.errors.extend(e for e in invalid if e.path not in linted)
+    return parsed, EvalContext(loaded.kb, cluster, index)
+
+
+def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
+             keep: list[LintedObject] | None = None) -> LintReport:
+    report = LintReport()
+    parsed, ctx = prepare(paths, loaded, options, report, texts)
+    only = options.only
+    rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
+    report.rules = list(rules)
+    config = options.config
+    remaining = Counter(options.baseline) if options.baseline else None
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                report.objects += 1
+                result = evaluate(obj, rules, ctx, severities=config.severities)
+                located: list[Finding] = []
+                for finding in result.findings:
+                    path, line, col = _where(doc, prefix + finding.pointer, options)
+                    located.append(replace(finding, source=SourceRef(path, line, col)))
+                report.objects_seen.append((_path(doc, options), object_ref(obj)))
+                for problem in result.problems:
+                    path, line, _col = _where(doc, prefix + problem.pointer, options)
+                    report.errors.append(InputError(path, problem.message, line))
+                kept = _filter(located, obj, config, remaining, report, result.pods)
+                report.findings.extend(kept)
+                if keep is not None:
+                    keep.append(LintedObject(pf, doc, prefix, obj, kept))
+    return report
+
+
+def _path(doc: Document, options: LintOptions) -> str:
+    """The file findings in ``doc`` name: the document's own, or the template it was rendered from."""
+    return options.source_map(doc, doc.line)[0] if options.source_map is not None else doc.path
+
+
+def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:
+    line, col = doc.locate(pointer)
+    if options.source_map is not None:
+        path, mapped = options.source_map(doc, line)
+        return path, mapped or line, col
+    return doc.path, line, col
+
+
+def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
+            remaining: Counter[baseline_mod.Key] | None, report: LintReport,
+            pods: list[Any] | None = None) -> list[Finding]:
+    kept = []
+    for f in findings:
+        if config.exempt(f, f.source.path if f.source else None):
+            report.suppressed.append(Silenced(f, "config", "exemption in " + (config.path or "config")))
+        else:
+            kept.append(f)
+    if config.annotation_exemptions:
+        kept, silenced = split_suppressed(kept, obj, pods)
+        report.suppressed.extend(Silenced(f, "annotation", s.reason) for f, s in silenced)
+    if remaining is not None:
+        fresh = []
+        for f in kept:
+            k = baseline_mod.key(f)
+            if remaining[k] > 0:
+                remaining[k] -= 1
+                report.suppressed.append(Silenced(f, "baseline", "present in the baseline"))
+            else:
+                fresh.append(f)
+        kept = fresh
+    return kept

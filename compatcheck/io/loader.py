@@ -1,0 +1,252 @@
+"""Loading what the engine needs from disk: rule files, data tables, node lists, cluster profiles and
+CRL ConfigMaps. The only module besides ``manifests`` and ``cli`` that touches the filesystem.
+
+Built-in rules are read from the package (``compatcheck/_rules`` in a wheel, the repository's
+``rules/`` in a checkout) and trusted: the test-suite validates them. Admin rule directories are
+always validated against the schemas, and every problem is reported before anything is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from compatcheck.core.cluster import Cluster, build_cluster, profile_to_nodes
+from compatcheck.core.crl import CrlIndex, build_index, claims_crl
+from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
+from compatcheck.core.model import InputError
+from compatcheck.core.rules import Rule, RuleProblem, RuleSet, build_rule, schema_problems
+from compatcheck.io.manifests import expand_paths, iter_objects, load_data, read_file
+
+
+def builtin_rules_dir() -> Path:
+    packaged = resources.files("compatcheck").joinpath("_rules")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "rules"  # a source checkout: the top-level rules/
+
+
+@cache
+def packaged_schema(name: str) -> dict[str, Any]:
+    text = resources.files("compatcheck.schemas").joinpath(name).read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+class RuleLoadError(Exception):
+    def __init__(self, problems: list[RuleProblem]) -> None:
+        super().__init__(f"{len(problems)} problem(s) in rule files")
+        self.problems = problems
+
+
+@dataclass
+class Loaded:
+    ruleset: RuleSet
+    kb: KnowledgeBase
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _yaml_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _parse_one(path: Path, problems: list[RuleProblem], *, trusted: bool = False) -> dict[str, Any] | None:
+    if trusted:
+        # Built-in files are validated by the test-suite: skip position tracking (cold start matters).
+        docs = load_data(path.read_text("utf-8"))
+        data: dict[str, Any] = docs[0]
+        data["__doc__"] = None
+        return data
+    parsed = read_file(str(path))
+    for err in parsed.errors:
+        problems.append(RuleProblem(str(path), "", err.message, err.line))
+    if parsed.errors:
+        return None
+    if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
+        problems.append(RuleProblem(str(path), "", "expected exactly one YAML mapping"))
+        return None
+    doc = parsed.documents[0]
+    data = doc.data
+    data["__doc__"] = doc
+    return data
+
+
+def _with_lines(problems: list[RuleProblem], doc: Any) -> list[RuleProblem]:
+    return [RuleProblem(p.path, p.pointer, p.message, _line(doc, p.pointer) or p.line) for p in problems]
+
+
+def _line(doc: Any, pointer: str) -> int | None:
+    return doc.locate(pointer)[0] if doc is not None else None
+
+
+def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = False) -> Loaded:
+    """Built-in rules and tables plus admin directories (``<dir>/*.yaml`` rules, ``<dir>/data/*.yaml``
+    tables). Raises RuleLoadError listing every problem."""
+    problems: list[RuleProblem] = []
+    rules: dict[str, Rule] = {}
+    builtin_tables: dict[str, list[dict[str, Any]]] = {}
+    admin_tables: dict[str, list[dict[str, Any]]] = {}
+    builtin_dir = builtin_rules_dir()
+    if not _yaml_files(builtin_dir):  # a broken install or checkout: never lint with no rules at all
+        raise RuleLoadError([RuleProblem(str(builtin_dir), "", "the built-in rules are missing (a broken install?)")])
+    dirs: list[tuple[Path, bool]] = [(builtin_dir, True)]
+    for d in extra_dirs or []:
+        if not os.path.isdir(d):
+            problems.append(RuleProblem(d, "", "rules directory does not exist"))
+            continue
+        dirs.append((Path(d), False))
+    rule_schema = packaged_schema("rule.schema.json")
+    table_schema = packaged_schema("table.schema.json")
+    for directory, builtin in dirs:
+        validate = validate_builtin or not builtin
+        for path in _yaml_files(directory / "data"):
+            data = _parse_one(path, problems, trusted=not validate)
+            if data is None:
+                continue
+            doc = data.pop("__doc__")
+            if validate:
+                found = _table_problems(data, table_schema, str(path))
+                if found:
+                    problems.extend(_with_lines(found, doc))
+                    continue
+            target = builtin_tables if builtin else admin_tables
+            target.setdefault(data["table"], []).extend(data["rows"])
+        for path in _yaml_files(directory):
+            data = _parse_one(path, problems, trusted=not validate)
+            if data is None:
+                continue
+            doc = data.pop("__doc__")
+            rule, found = build_rule(data, str(path), builtin=builtin, validate=validate, rule_schema=rule_schema)
+            if found:
+                problems.extend(_with_lines(found, doc))
+                continue
+            assert rule is not None
+            if rule.id != path.stem:
+                problems.append(RuleProblem(str(path), "/id", f"rule id {rule.id!r} must equal the file name "
+                                                               f"{path.stem!r}", _line(doc, "/id")))
+                continue
+            if rule.id in rules:
+                if builtin or data.get("overrides") != rule.id:
+                    problems.append(RuleProblem(str(path), "/id", f"rule {rule.id!r} is already defined by "
+                                    f"{rules[rule.id].origin}; add 'overrides: {rule.id}' to replace it",
+                                                _line(doc, "/id")))
+                    continue
+            elif data.get("overrides"):
+                problems.append(RuleProblem(str(path), "/overrides",
+                                            f"overrides names {data['overrides']!r}, which is not a built-in rule",
+                                            _line(doc, "/overrides")))
+                continue
+            rules[rule.id] = rule
+    tables = {name: admin_tables.get(name, []) + builtin_tables.get(name, [])
+              for name in set(builtin_tables) | set(admin_tables)}
+    kb = KnowledgeBase()
+    try:
+        kb = KnowledgeBase.from_tables(tables)
+    except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
+        problems.append(RuleProblem("rules/data", "", f"data tables: {exc}"))
+    if problems:
+        raise RuleLoadError(problems)
+    return Loaded(RuleSet(rules), kb, tables)
+
+
+def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+    found = schema_problems(data, schema, path)
+    if found:
+        return found
+    row_schema = dict(schema["$defs"]["rows"][data["table"]])
+    row_schema["$defs"] = schema["$defs"]
+    sources = data["sources"]
+    for i, row in enumerate(data["rows"]):
+        for p in schema_problems(row, row_schema, path):
+            found.append(RuleProblem(path, f"/rows/{i}{p.pointer}", f"rows[{i}]: {p.message}"))
+        refs = [row.get("source")] + [v.get("source") for v in row.get("versions", []) if isinstance(v, dict)]
+        for ref in refs:
+            if isinstance(ref, str) and ref not in sources and "://" not in ref:
+                found.append(RuleProblem(path, f"/rows/{i}/source",
+                                         f"rows[{i}]: source {ref!r} is neither a key of sources nor a URL"))
+    return found
+
+
+# ------------------------------------------------------------------------------------------ nodes
+
+
+def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[InputError]]:
+    """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile."""
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        size = os.path.getsize(path)
+        if size > max_bytes:
+            return None, [InputError(path, f"node file is {size / 1e6:.1f} MB, over the limit (--max-file-size)")]
+        text = Path(path).read_text("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [InputError(path, f"cannot read node file: {exc}")]
+    try:
+        docs = load_data(text)
+    except json.JSONDecodeError as exc:
+        return None, [InputError(path, f"invalid JSON: {exc.msg}", exc.lineno)]
+    except ValueError as exc:
+        return None, [InputError(path, f"invalid node file: {exc}")]
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, [InputError(path, f"invalid YAML: {problem}", mark.line + 1 if mark else None)]
+    except RecursionError:
+        return None, [InputError(path, "invalid node file: nesting too deep")]
+    nodes: list[dict[str, Any]] = []
+    errors: list[InputError] = []
+    for doc in docs:
+        if not isinstance(doc, dict):
+            errors.append(InputError(path, "expected a Node, a List of Nodes or a ClusterProfile"))
+            continue
+        kind = doc.get("kind")
+        if kind == "ClusterProfile":
+            found, problems = profile_to_nodes(doc, kb)
+            nodes.extend(found)
+            errors.extend(InputError(path, f"ClusterProfile {p}") for p in problems)
+        elif kind in ("List", "NodeList") and isinstance(doc.get("items"), list):
+            nodes.extend(n for n in doc["items"] if isinstance(n, dict) and n.get("kind", "Node") == "Node")
+        elif kind == "Node":
+            nodes.append(doc)
+        else:
+            errors.append(InputError(path, f"expected Node, List of Nodes or ClusterProfile, found kind {kind!r}"))
+    if errors:
+        return None, errors
+    if not nodes:
+        return None, [InputError(path, "the node file contains no nodes")]
+    return build_cluster(nodes, kb), []
+
+
+# ------------------------------------------------------------------------------------------ CRLs
+
+
+def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[tuple[str, dict[str, Any]]], list[InputError]]:
+    files, errors = expand_paths(paths)
+    found: list[tuple[str, dict[str, Any]]] = []
+    for f in files:
+        parsed = read_file(f, max_bytes)
+        errors.extend(parsed.errors)
+        for doc in parsed.documents:
+            for _prefix, obj in iter_objects(doc):
+                if claims_crl(obj):
+                    found.append((f, obj))
+    return found, errors
+
+
+def crl_index(objects: list[tuple[str, dict[str, Any]]]) -> tuple[CrlIndex, list[InputError]]:
+    index, invalid = build_index([o for _p, o in objects])
+    origin = {id(o): p for p, o in objects}
+    errors = [InputError(origin.get(id(obj), "?"), f"invalid CRL ConfigMap {obj.get('metadata', {}).get('name')!r} "
+                                                   f"ignored: {problems[0][1]}") for obj, problems in invalid]
+    return index, errors
+
+
+__all__ = ["Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects", "load_nodes",
+           "load_rules"]

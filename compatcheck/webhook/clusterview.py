@@ -1,0 +1,431 @@
+"""The webhook's view of the cluster: Nodes and CRL ConfigMaps, as an immutable snapshot.
+
+``StaticView`` reads files once. ``LiveView`` lists and watches Nodes and the CRL ConfigMaps in kube-public
+with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping, re-lists
+on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
+snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
+blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied.
+
+What the view promises the admission path:
+- no snapshot is published before *every* watched resource has completed its first list (``synced``); until
+  then admission answers per the failure mode, never from a half-read cluster;
+- a re-list (410 Gone) builds the new set aside and swaps it in whole: the last good view serves meanwhile;
+- when the API server cannot be reached the last good view keeps serving, and the view says since when it is
+  stale (``health()``, /readyz, a gauge and a log line); it recovers within a few seconds of the API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.cluster import Cluster, NodeRecord, build_cluster_from_records, node_record
+from compatcheck.core.crl import CrlIndex, build_index
+from compatcheck.core.knowledge import KnowledgeBase
+from compatcheck.io.loader import crl_index, load_crl_objects, load_nodes
+from compatcheck.webhook.logs import log_event
+
+log = logging.getLogger("compatcheck.webhook.view")
+
+CRL_NAMESPACE = "kube-public"
+LIST_PAGE = 100  # small pages bound the transient memory of the initial list (RSS with 5k nodes)
+COMPACT_SLACK = 4096  # intern-table entries that churn may leave behind before a compaction is worth it
+CRL_SELECTOR = "features.alauda.io/type=CustomResourceLimitation"
+
+
+class ViewError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    ctx: EvalContext
+    synced: bool
+    nodes: int = 0
+    classes: int = 0
+    crl_valid: int = 0
+    crl_invalid: int = 0
+    nodes_version: str = ""  # the Nodes' resourceVersion the snapshot includes (live view; "" for files)
+
+    @classmethod
+    def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
+           synced: bool = True, nodes_version: str = "") -> Snapshot:
+        return cls(EvalContext(kb, cluster, index), synced, cluster.node_count if cluster else 0,
+                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
+                   nodes_version)
+
+    def publish(self, metrics: Any) -> None:
+        """Set the view gauges (one place for the static and the live view)."""
+        metrics.nodes.set(self.nodes)
+        metrics.node_classes.set(self.classes)
+        metrics.crl_loaded.set(self.crl_valid)
+        metrics.crl_invalid.set(self.crl_invalid)
+
+
+# Reconnect backoff: doubling from BACKOFF_MIN, capped at BACKOFF_MAX, each pause drawn from [50 %, 100 %] of
+# it (jitter, so replicas do not reconnect in step). With the cap at 2 s the view is back within ~2 s of the
+# API server; an uncapped doubling reached 16-30 s after a short outage.
+BACKOFF_MIN = 0.25
+BACKOFF_MAX = 2.0
+CONNECT_TIMEOUT = 5.0
+LIST_READ_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ViewHealth:
+    """What readiness reports: whether every resource has completed its first list, since when (Unix time) the
+    view has been unable to follow the API server (None: it follows), and why."""
+
+    synced: bool
+    stale_since: float | None = None
+    reason: str = ""
+    waiting_for: tuple[str, ...] = ()
+
+
+class StaticView:
+    """Cluster view from --nodes / --crl files, read once at start-up."""
+
+    def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20) -> None:
+        cluster: Cluster | None = None
+        if nodes:
+            cluster, errors = load_nodes(nodes, kb, max_bytes)
+            if errors:
+                raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
+        index = CrlIndex()
+        invalid = 0
+        if crl:
+            objects, errors = load_crl_objects(crl, max_bytes)
+            if errors:
+                raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
+            index, bad = crl_index(objects)
+            for e in bad:
+                log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
+            invalid = len(bad)
+        self.snapshot = Snapshot.of(kb, cluster, index, invalid)
+
+    def health(self) -> ViewHealth:
+        return ViewHealth(True)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def _release_memory() -> None:
+    """Hand the memory of a big initial list back to the OS (glibc keeps freed arenas otherwise)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class NodeCompactor:
+    """Reads Nodes into NodeRecords whose equal parts are one object: the name, every placement label value, a
+    pool's label keys, rule labels, taints and GPU allocatable. With 20,000 GFD-labelled nodes that carry a few
+    unique labels each (instance id, rack, slot) a node costs ~700 bytes instead of a few KB of nested dicts.
+
+    The intern table holds what the live records use, plus what churn left behind since the last ``compact``:
+    each new value of a churning label adds an entry, and the records that held the old value are gone. So the
+    owner calls ``compact`` with the records it still holds, and once the table has outgrown them by half it is
+    rebuilt from them, dropping the dead entries (a blind reset instead would keep every live part alive twice:
+    once in the old records, once as the new canonical copy). Thread-safe: the watcher thread reads Nodes while
+    the publisher compacts."""
+
+    def __init__(self, slack: int | None = None) -> None:
+        self._table: dict[Any, Any] = {}
+        self._base = 0  # table size when it was last rebuilt from the live records
+        self._slack = COMPACT_SLACK if slack is None else slack
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def _one(self, value: Any) -> Any:
+        return self._table.setdefault(value, value)
+
+    def __call__(self, node: dict[str, Any]) -> NodeRecord:
+        with self._lock:
+            return node_record(node, self._one)
+
+    def compact(self, live: Iterable[NodeRecord]) -> bool:
+        """Rebuild the table from ``live`` (every record still held) if it has outgrown them; True if it did.
+        Records read after ``live`` was taken may lose their sharing with later ones: that costs memory until
+        they are replaced, never correctness."""
+        with self._lock:
+            if len(self._table) <= self._base + max(self._slack, self._base // 2):
+                return False
+            table: dict[Any, Any] = {}
+            one = table.setdefault
+            for rec in live:
+                for part in (rec.name, rec.rule_labels, rec.label_keys, rec.taints, rec.gpu_allocatable):
+                    one(part, part)
+                for value in rec.label_values:
+                    one(value, value)
+            self._table = table
+            self._base = len(table)
+            return True
+
+
+class _Watcher(threading.Thread):
+    """list + watch of one resource. It owns the current set of (slim) objects; after every change it calls
+    ``changed()``, and readers take a copy with ``values()``."""
+
+    def __init__(self, name: str, lister: Callable[..., Any], kwargs: dict[str, Any],
+                 slim: Callable[[dict[str, Any]], Any], changed: Callable[[], None],
+                 on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
+        super().__init__(name=f"watch-{name}", daemon=True)
+        self.resource = name
+        self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
+        self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
+        self.items: dict[str, Any] = {}
+        self.version = ""  # the resourceVersion ``items`` reflect (changed together, under the lock)
+        self._lock = threading.Lock()
+        self.synced = threading.Event()
+        self.stale_since: float | None = None  # Unix time of the first failure since the view last followed
+        self.stale_reason = ""
+        self._watch: Any = None
+        self._response: Any = None
+
+    def _list(self) -> str:
+        # Paginated (limit/continue, as kubectl does): only one page of full Node objects, with their long
+        # status.images lists, is ever in memory; the view keeps the slim form. The new set is built aside and
+        # swapped in whole, so the last good view serves until the list is complete.
+        items: dict[str, Any] = {}
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": LIST_PAGE, **self.kwargs}
+            if token:
+                kwargs["_continue"] = token
+            resp = self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT),
+                               **kwargs)
+            data = json.loads(resp.data)
+            # The items of a LIST carry no apiVersion/kind (only the list does). Put them back, so that every
+            # reader sees an object as a GET or a watch event gives it: the CRL schema requires both, and without
+            # them every listed CRL ConfigMap was judged invalid (defaults lost on every start and re-list).
+            list_kind = str(data.get("kind") or "")
+            api_version = data.get("apiVersion") or "v1"
+            kind = list_kind[:-4] if list_kind.endswith("List") else list_kind
+            for item in data.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items[item["metadata"]["name"]] = self.slim(item)
+            meta = data.get("metadata") or {}
+            token = meta.get("continue")
+            del data, resp
+            if not token:
+                break
+        version = str(meta.get("resourceVersion") or "")
+        with self._lock:
+            self.items, self.version = items, version
+        self._followed()
+        self.changed()
+        self.synced.set()
+        _release_memory()
+        return version
+
+    def _probe(self) -> None:
+        """One cheap request after a failure: it proves the API server answers again before the watch resumes
+        from its resourceVersion (a watch says nothing until an event comes, so it cannot tell by itself)."""
+        self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT), limit=1,
+                    **self.kwargs)
+        self._followed()
+
+    def _followed(self) -> None:
+        if self.stale_since is not None:
+            log_event(log, logging.INFO, "cluster view follows the API server again", resource=self.resource,
+                      staleSeconds=round(time.time() - self.stale_since, 3))
+        self.stale_since, self.stale_reason = None, ""
+
+    def values(self) -> tuple[str, list[Any]]:
+        """(the resourceVersion they reflect, the current objects)."""
+        with self._lock:
+            return self.version, list(self.items.values())
+
+    def _raw_lister(self, **kw: Any) -> Any:
+        self._response = self.lister(**kw)  # kept, so that halt() can end the streaming connection
+        if self.stop_event.is_set():  # halt() came between the request and the line above: end it here
+            self._end(self._response)
+        return self._response
+
+    def run(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        rv: str | None = None
+        failed = False
+        backoff = BACKOFF_MIN
+        while not self.stop_event.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                elif failed:
+                    self._probe()
+                failed = False
+                self._watch = watch.Watch()
+                # A wrapper without a docstring makes the client hand us plain dicts (no model objects: less
+                # memory and CPU with thousands of nodes) while it still turns a 410 ERROR event into an
+                # ApiException; its deserialize=False mode trips over ERROR events instead. The read timeout
+                # outlasts the server's own watch timeout, so only a silent connection trips it.
+                for event in self._watch.stream(self._raw_lister, resource_version=rv, allow_watch_bookmarks=True,
+                                                timeout_seconds=self.timeout_seconds,
+                                                _request_timeout=(CONNECT_TIMEOUT, self.timeout_seconds + 30),
+                                                **self.kwargs):
+                    if self.stop_event.is_set():
+                        break
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    name = (obj.get("metadata") or {}).get("name")
+                    if kind in ("ADDED", "MODIFIED") and name:
+                        slim = self.slim(obj)
+                        with self._lock:
+                            self.items[name], self.version = slim, rv
+                    elif kind == "DELETED" and name:
+                        with self._lock:
+                            self.items.pop(name, None)
+                            self.version = rv
+                    else:  # BOOKMARK (nothing changed up to rv) or an event without a name
+                        with self._lock:
+                            self.version = rv
+                        continue
+                    self.changed()
+                backoff = BACKOFF_MIN  # a watch that ends by its timeout is normal: resume from rv
+            except ApiException as exc:
+                if self.stop_event.is_set():
+                    break
+                if exc.status == 410:  # our resourceVersion is too old: start over from a fresh list
+                    rv = None
+                    self.on_restart("gone")
+                    log_event(log, logging.INFO, "watch expired (410 Gone), re-listing", resource=self.resource)
+                    continue
+                failed = True
+                self._pause(backoff, f"api error {exc.status}")
+                backoff = min(backoff * 2, BACKOFF_MAX)
+            except Exception as exc:  # dropped connections, DNS, TLS: reconnect with backoff, never die
+                if self.stop_event.is_set():
+                    break  # halt() closed the connection under us
+                failed = True
+                self._pause(backoff, f"{type(exc).__name__}: {exc}")
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def _pause(self, backoff: float, reason: str) -> None:
+        self.on_restart("error")
+        if self.stale_since is None:
+            self.stale_since = time.time()
+            log_event(log, logging.WARNING, "cluster view is stale: cannot follow the API server; answering from "
+                      "the last good view", resource=self.resource, error=reason)
+        self.stale_reason = reason
+        log_event(log, logging.WARNING, "watch failed, reconnecting", resource=self.resource, error=reason,
+                  retryIn=round(backoff, 2))
+        self.stop_event.wait(backoff * (0.5 + 0.5 * random.random()))
+
+    def halt(self) -> None:
+        """Stop now: a watch only looks at its stop flag between events, so end its connection too. Closing the
+        socket from this thread would not wake the watcher blocked in recv(); shutting it down does."""
+        if self._watch is not None:
+            self._watch.stop()
+        if self._response is not None:
+            self._end(self._response)
+
+    @staticmethod
+    def _end(response: Any) -> None:
+        with contextlib.suppress(Exception):
+            response.connection.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            response.close()
+
+
+class LiveView:
+    """Nodes and CRL ConfigMaps from the API server, kept current by watches."""
+
+    def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2) -> None:
+        from kubernetes import client
+
+        self.kb = kb
+        self.metrics = metrics
+        self.debounce = debounce
+        core = client.CoreV1Api(api_client)
+        self._stop = threading.Event()
+        self._dirty = threading.Event()
+        self._rebuild_lock = threading.Lock()
+        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
+
+        def restart(resource: str) -> Callable[[str], None]:
+            return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
+
+        self.compactor = NodeCompactor()
+        self.node_watch = _Watcher("nodes", core.list_node, {}, self.compactor, self._dirty.set,
+                                   restart("nodes"), self._stop)
+        self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
+                                  {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
+                                  self._dirty.set, restart("configmaps"), self._stop)
+        self._watchers = (self.node_watch, self.crl_watch)
+        self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
+        if metrics is not None:
+            metrics.view_stale_seconds.set_function(self._stale_seconds)
+
+    def _publish_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._dirty.wait(0.5):
+                continue
+            time.sleep(self.debounce)  # coalesce bursts of events into one rebuild
+            self._dirty.clear()
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        """Build and publish a snapshot, but only once every resource has completed its first list: a snapshot
+        of Nodes without CRL defaults, or of CRL defaults without Nodes, would decide from half a cluster."""
+        if not all(w.synced.is_set() for w in self._watchers):
+            return
+        with self._rebuild_lock:  # the publisher and wait_synced may both get here
+            (nodes_version, nodes), (_, crls) = self.node_watch.values(), self.crl_watch.values()
+            self.compactor.compact(nodes)  # bound the intern table by what the view still holds
+            # The last snapshot's placement indexes carry over, patched for the nodes that changed: under label
+            # churn (GFD's timestamp, every node each minute) a snapshot costs the changes, not a pass per key.
+            cluster = build_cluster_from_records(nodes, self.kb, previous=self.snapshot.ctx.cluster)
+            index, invalid = build_index(crls)
+            for obj, problems in invalid:
+                log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
+                          name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version)
+            if self.metrics is not None:
+                self.snapshot.publish(self.metrics)
+
+    def health(self) -> ViewHealth:
+        stale = [w for w in self._watchers if w.stale_since is not None]
+        since = min((w.stale_since for w in stale if w.stale_since is not None), default=None)
+        return ViewHealth(self.snapshot.synced, since, "; ".join(f"{w.resource}: {w.stale_reason}" for w in stale),
+                          tuple(w.resource for w in self._watchers if not w.synced.is_set()))
+
+    def _stale_seconds(self) -> float:
+        since = self.health().stale_since
+        return 0.0 if since is None else max(0.0, time.time() - since)
+
+    def start(self) -> None:
+        for w in self._watchers:
+            w.start()
+        self._publisher.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        ok = all(w.synced.wait(max(0.0, deadline - time.monotonic())) for w in self._watchers)
+        if ok:
+            self.rebuild()
+        return ok
+
+    def stop(self) -> None:
+        self._stop.set()
+        for w in self._watchers:
+            w.halt()
