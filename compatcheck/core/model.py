@@ -101,9 +101,33 @@ class Finding:
                        self.source)
 
 
+# Where a diagnostic comes from. "input": a manifest or admitted object that cannot be read or understood (or a
+# value inside it, such as an unreadable version annotation); "rules", "config", "nodes", "crl", "baseline": an
+# invalid file of that kind; "internal": a check raised (a bug, answered by the webhook's failure mode); "note":
+# something skipped on purpose (a non-Kubernetes document, an unrendered Helm template).
+DiagnosticKind = Literal["input", "rules", "config", "nodes", "crl", "baseline", "internal", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """Every problem that is not a finding, in every layer, with where it is and how bad it is. Errors make a
+    lint exit 2 (the other files are still linted); warnings are shown; notes (severity info) say what was
+    skipped. The CLI prints one kind of thing: these (and findings)."""
+
+    path: str  # the file, or "" for an admitted object
+    message: str
+    line: int | None = None
+    column: int | None = None
+    pointer: str = ""  # RFC 6901, inside the document
+    severity: Severity = Severity.ERROR
+    kind: DiagnosticKind = "input"
+    rule_id: str | None = None  # the rule that found it (input problems and internal errors of a check)
+
+
 @dataclass(frozen=True, slots=True)
 class InputError:
-    """A file (or document) that could not be read or understood; reported, never raised to the user."""
+    """A file (or document) that could not be read or understood; reported, never raised to the user.
+    Being replaced by ``Diagnostic`` (issue #11)."""
 
     path: str
     message: str
