@@ -17,9 +17,9 @@ from typing import Any, Literal, TypedDict
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.config import Config
-from compatcheck.core.engine import Problem, evaluate
+from compatcheck.core.engine import evaluate
 from compatcheck.core.jsonutil import dumps, mapping
-from compatcheck.core.model import Applicability, Finding, ObjectRef, Severity
+from compatcheck.core.model import Applicability, Diagnostic, Finding, ObjectRef, Severity
 from compatcheck.core.patches import apply_fixes
 from compatcheck.core.pointers import value_at
 from compatcheck.core.rules import RuleSet
@@ -173,7 +173,7 @@ class Evaluated:
     honoured), and the problems (bad input, internal errors of a rule)."""
 
     findings: list[Finding]
-    problems: list[Problem]
+    problems: list[Diagnostic]
 
 
 def _evaluate_fresh(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
@@ -246,7 +246,7 @@ def _evaluate(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, settings: A
 
 
 def _internal_errors(done: Evaluated) -> list[str]:
-    return [p.message for p in done.problems if p.internal]
+    return [p.message for p in done.problems if p.kind == "internal"]
 
 
 def _failure(req: Request, decision: Decision, settings: AdmissionSettings, error: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from compatcheck.core.versions import (
     Version,
@@ -73,12 +73,15 @@ class ImageCuda:
     reason: str = ""
 
 
+Verdict = Literal["compatible", "minor-version-compatibility", "incompatible", "unknown"]
+
+
 @dataclass(frozen=True)
 class DriverVerdict:
     driver: Version | None
     driver_cuda: Version | None
     runtime: Version
-    verdict: str  # compatible | minor-version-compatibility | incompatible | unknown
+    verdict: Verdict
     reasons: tuple[str, ...]
     toolkit_driver: Version | None = None
     mvc_floor: Version | None = None
