@@ -212,7 +212,7 @@ def test_invalid_admin_rules_stop_with_every_error_listed(tmp_path: Path) -> Non
     d = tmp_path / "rules.d"
     (d / "data").mkdir(parents=True)
     write(d, "my-rule.yaml", "apiVersion: compatcheck/v1\nid: my-rule\nsummary: A rule with a typo in it here.\n"
-                             "severity: fatal\ncheck: {type: cuda-driver-compat, params: {mode: too-old}}\n"
+                             "severity: fatal\ncheck: {type: cuda-driver-too-old}\n"
                              "docs: {rationale: 'long enough rationale text', remediation: Fix it., references: ['x://y']}\n"
                              "colour: red\n")
     write(d, "other.yaml", "apiVersion: compatcheck/v1\nid: not-other\nsummary: Mismatched id and file name.\n"

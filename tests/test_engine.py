@@ -24,7 +24,7 @@ def _broken(rules: RuleSet, *ids: str) -> RuleSet:
     def boom(*_a: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    return RuleSet({r.id: dataclasses.replace(r, check=dataclasses.replace(r.check, evaluate=boom, prepare=None))
+    return RuleSet({r.id: dataclasses.replace(r, check=dataclasses.replace(r.check, evaluate=boom))
                     if r.id in ids else r for r in rules})
 
 
@@ -35,7 +35,7 @@ def test_a_raising_check_is_contained_to_its_rule(loaded: Loaded) -> None:
     broken = _broken(loaded.ruleset, "dtype-unsupported-by-gpu", "suppression-without-reason")
     assert broken.get("suppression-without-reason").check.target == "object"  # both paths of the engine
     result = evaluate(_pod(gpu=True), broken, ctx)
-    assert sorted((p.rule_id, p.internal) for p in result.problems) == [
+    assert sorted((p.rule_id, p.kind == "internal") for p in result.problems) == [
         ("dtype-unsupported-by-gpu", True), ("suppression-without-reason", True)]
     assert all("internal error in rule" in p.message and "kaboom" in p.message for p in result.problems)
     others = {f.rule_id for f in healthy.findings} - {"dtype-unsupported-by-gpu", "suppression-without-reason"}

@@ -13,13 +13,13 @@ import base64
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.config import Config
-from compatcheck.core.engine import Problem, evaluate
-from compatcheck.core.jsonutil import dumps, mapping
-from compatcheck.core.model import Applicability, Finding, ObjectRef, Severity
+from compatcheck.core.engine import evaluate
+from compatcheck.core.jsonutil import Json, JsonObject, dumps, mapping
+from compatcheck.core.model import Applicability, Diagnostic, Finding, ObjectRef, Severity
 from compatcheck.core.patches import apply_fixes
 from compatcheck.core.pointers import value_at
 from compatcheck.core.rules import RuleSet
@@ -41,7 +41,7 @@ class ReviewError(ValueError):
 class ResponsePayload(TypedDict, total=False):
     uid: str
     allowed: bool
-    status: dict[str, Any]
+    status: JsonObject
     warnings: list[str]
     patchType: str
     patch: str
@@ -88,7 +88,7 @@ class Decision:
     internal_error: str | None = None
     skipped: str | None = None
 
-    def log_fields(self) -> dict[str, Any]:
+    def log_fields(self) -> JsonObject:
         return {"uid": self.uid, "endpoint": self.endpoint, "kind": self.kind, "namespace": self.namespace,
                 "name": self.name, "operation": self.operation, "dryRun": self.dry_run, "allowed": self.allowed,
                 "rules": sorted({f.rule_id for f in self.findings}), "denied": self.denied_rules,
@@ -102,12 +102,12 @@ class Request:
     uid: str
     operation: str
     kind: str
-    obj: dict[str, Any] | None
-    old: dict[str, Any] | None
+    obj: JsonObject | None
+    old: JsonObject | None
     dry_run: bool
 
 
-def parse_request(body: Any) -> Request:
+def parse_request(body: Json) -> Request:
     if not isinstance(body, dict):
         raise ReviewError("request body must be a JSON object (an AdmissionReview)")
     api_version, kind = body.get("apiVersion"), body.get("kind")
@@ -133,7 +133,7 @@ def parse_request(body: Any) -> Request:
     return Request(str(api_version), uid, str(operation), req_kind, obj, old, bool(req.get("dryRun", False)))
 
 
-def _envelope(req: Request, payload: ResponsePayload) -> dict[str, Any]:
+def _envelope(req: Request, payload: ResponsePayload) -> JsonObject:
     return {"apiVersion": req.api_version, "kind": "AdmissionReview", "response": {"uid": req.uid, **payload}}
 
 
@@ -156,14 +156,14 @@ def _warnings(findings: list[Finding], problems: list[str]) -> list[str]:
     return out + [_short(p, MAX_WARNING) for p in problems]
 
 
-def _is_owned_pod(obj: dict[str, Any]) -> bool:
+def _is_owned_pod(obj: JsonObject) -> bool:
     if obj.get("kind") != "Pod":
         return False
     refs = mapping(obj.get("metadata")).get("ownerReferences")
     return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True for r in refs)
 
 
-def _opted_out(obj: dict[str, Any]) -> bool:
+def _opted_out(obj: JsonObject) -> bool:
     return mapping(mapping(obj.get("metadata")).get("labels")).get(OPT_OUT_LABEL) == "true"
 
 
@@ -173,10 +173,10 @@ class Evaluated:
     honoured), and the problems (bad input, internal errors of a rule)."""
 
     findings: list[Finding]
-    problems: list[Problem]
+    problems: list[Diagnostic]
 
 
-def _evaluate_fresh(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
+def _evaluate_fresh(obj: JsonObject, rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
                     suppressions: bool) -> Evaluated:
     result = evaluate(obj, rules, ctx, severities=severities)
     findings = result.findings
@@ -205,7 +205,7 @@ class EvaluationCache:
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(obj: dict[str, Any]) -> bytes:
+    def key(obj: JsonObject) -> bytes:
         """A 128-bit digest of the object without its identity metadata (memory: 16 bytes, not the JSON).
         Key order is kept as received: the API server serialises one object the same way every time, and a
         different order only costs a miss."""
@@ -214,7 +214,7 @@ class EvaluationCache:
         reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
         return hashlib.blake2b(dumps(reduced), digest_size=16).digest()
 
-    def evaluate(self, obj: dict[str, Any], ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
+    def evaluate(self, obj: JsonObject, ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
                  severities: dict[str, Severity], suppressions: bool) -> Evaluated:
         """The evaluation of ``obj`` (whose reference is ``ref``), from the cache when an equal object was seen."""
         if ctx is not self._ctx or severities is not self._severities:  # a new snapshot or config
@@ -233,7 +233,7 @@ class EvaluationCache:
         return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems))
 
 
-def _evaluate(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
+def _evaluate(obj: JsonObject, rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
               cache: EvaluationCache | None = None, ref: ObjectRef | None = None) -> Evaluated:
     severities, suppressions = settings.config.severities, settings.annotation_exemptions
     if cache is not None:
@@ -246,10 +246,10 @@ def _evaluate(obj: dict[str, Any], rules: RuleSet, ctx: EvalContext, settings: A
 
 
 def _internal_errors(done: Evaluated) -> list[str]:
-    return [p.message for p in done.problems if p.internal]
+    return [p.message for p in done.problems if p.kind == "internal"]
 
 
-def _failure(req: Request, decision: Decision, settings: AdmissionSettings, error: str) -> dict[str, Any]:
+def _failure(req: Request, decision: Decision, settings: AdmissionSettings, error: str) -> JsonObject:
     decision.internal_error = error
     if settings.failure_mode == "deny":
         decision.allowed = False
@@ -261,9 +261,9 @@ def _failure(req: Request, decision: Decision, settings: AdmissionSettings, erro
                                                                 MAX_WARNING)]})
 
 
-def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
+def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
            settings: AdmissionSettings, cache: EvaluationCache | None = None,
-           undecidable: str | None = None) -> tuple[dict[str, Any], Decision]:
+           undecidable: str | None = None) -> tuple[JsonObject, Decision]:
     """The AdmissionReview response for ``body``. Raises ReviewError for malformed bodies (HTTP 400).
     ``cache`` (optional) memoises evaluations of objects that differ only in identity metadata. ``undecidable``
     says why no decision can be made now (the cluster view has not synced): objects that would be evaluated
@@ -293,7 +293,7 @@ def review(body: Any, endpoint: Literal["validate", "mutate"], ruleset: RuleSet,
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
 
-def _offending(obj: dict[str, Any], findings: list[Finding]) -> list[tuple[Any, ...]]:
+def _offending(obj: JsonObject, findings: list[Finding]) -> list[tuple[str, str, str, str, bytes | None]]:
     """What each finding is about, for the UPDATE ratchet: its rule, container, pointer and message, and the
     value at its pointer. Where the pointer is a whole pod spec or container (placement, MPS, vGPU findings),
     any edit of that spec would change the value, so the message, which names what is wrong, stands for it."""
@@ -306,7 +306,7 @@ def _offending(obj: dict[str, Any], findings: list[Finding]) -> list[tuple[Any, 
 
 
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              owned: bool, cache: EvaluationCache | None, ref: ObjectRef) -> dict[str, Any]:
+              owned: bool, cache: EvaluationCache | None, ref: ObjectRef) -> JsonObject:
     assert req.obj is not None
     done = _evaluate(req.obj, ruleset, ctx, settings, cache, ref)
     findings = done.findings
@@ -350,7 +350,7 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
 
 
 def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext,
-            settings: AdmissionSettings, cache: EvaluationCache | None, ref: ObjectRef) -> dict[str, Any]:
+            settings: AdmissionSettings, cache: EvaluationCache | None, ref: ObjectRef) -> JsonObject:
     import jsonpatch  # the final patch is a diff, so it is valid RFC 6902 whatever order fixes were made in
 
     assert req.obj is not None

@@ -23,9 +23,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from compatcheck.core.jsonutil import mapping, sequence
+from compatcheck.core.jsonutil import JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import (
@@ -159,7 +159,7 @@ def _label_int(labels: dict[str, str], key: str) -> int | None:
         return None
 
 
-def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: KnowledgeBase) -> NodeFacts:
+def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBase) -> NodeFacts:
     problems: list[str] = []
     driver: Version | None = None
     full = labels.get(DRIVER_FULL_LABEL)
@@ -230,6 +230,12 @@ Pairs = tuple[tuple[str, str], ...]
 T = TypeVar("T")
 
 
+class Intern(Protocol):
+    """Maps a value to the one object kept for every value equal to it (the value itself, the first time)."""
+
+    def __call__(self, value: T, /) -> T: ...
+
+
 def _same(value: T) -> T:
     return value
 
@@ -263,7 +269,7 @@ class NodeRecord:
         return dict(zip(self.label_keys, self.label_values, strict=True))
 
 
-def node_record(node: dict[str, Any], intern: Callable[[Any], Any] = _same) -> NodeRecord:
+def node_record(node: JsonObject, intern: Intern = _same) -> NodeRecord:
     """Read a Node. ``intern`` maps each part (the name, each placement value, the keys tuple, the class key's
     tuples) to a canonical equal object, so that equal parts of many records are one object."""
     meta = mapping(node.get("metadata"))
@@ -289,10 +295,14 @@ def node_record(node: dict[str, Any], intern: Callable[[Any], Any] = _same) -> N
         intern(tuple(sorted((str(k), str(v)) for k, v in alloc.items() if is_gpu_resource(str(k))))))
 
 
-def build_cluster(nodes: Iterable[dict[str, Any]], kb: KnowledgeBase) -> Cluster:
+def build_cluster(nodes: Iterable[JsonObject], kb: KnowledgeBase) -> Cluster:
     table: dict[Any, Any] = {}  # shares the keys tuples and label values of one list's nodes
-    return build_cluster_from_records(
-        (node_record(n, lambda v: table.setdefault(v, v)) for n in nodes if isinstance(n, dict)), kb)
+
+    def intern(value: T) -> T:
+        found: T = table.setdefault(value, value)
+        return found
+
+    return build_cluster_from_records((node_record(n, intern) for n in nodes if isinstance(n, dict)), kb)
 
 
 def build_cluster_from_records(records: Iterable[NodeRecord], kb: KnowledgeBase,
@@ -327,7 +337,7 @@ def build_cluster_from_records(records: Iterable[NodeRecord], kb: KnowledgeBase,
 # ---------------------------------------------------------------------------------------- scheduling
 
 
-def _expr_matches(expr: dict[str, Any], labels: Mapping[str, str]) -> bool:
+def _expr_matches(expr: JsonObject, labels: Mapping[str, str]) -> bool:
     key = expr.get("key")
     op = expr.get("operator")
     values = [str(v) for v in sequence(expr.get("values"))]
@@ -352,7 +362,7 @@ def _expr_matches(expr: dict[str, Any], labels: Mapping[str, str]) -> bool:
     return False
 
 
-def required_terms(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
+def required_terms(spec: JsonObject) -> list[JsonObject] | None:
     aff = spec.get("affinity")
     if not isinstance(aff, dict):
         return None
@@ -366,7 +376,7 @@ def required_terms(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
     return [t for t in terms if isinstance(t, dict)] if isinstance(terms, list) else None
 
 
-def _exprs(term: dict[str, Any], part: str) -> list[dict[str, Any]]:
+def _exprs(term: JsonObject, part: str) -> list[JsonObject]:
     return [e for e in sequence(term.get(part)) if isinstance(e, dict)]
 
 
@@ -380,13 +390,13 @@ def _per_node_key(key: object) -> bool:
 class _Placement:
     """What placement reads of a pod spec: nodeSelector, nodeName and the required node affinity terms."""
 
-    selector: dict[str, Any] | None
+    selector: JsonObject | None
     node_name: str | None
-    terms: list[dict[str, Any]] | None
+    terms: list[JsonObject] | None
     per_node: bool  # reads the node name, a field or a placement label: one class's members may differ
 
     @classmethod
-    def of(cls, spec: dict[str, Any]) -> _Placement:
+    def of(cls, spec: JsonObject) -> _Placement:
         sel = spec.get("nodeSelector")
         selector = sel if isinstance(sel, dict) else None
         name = spec.get("nodeName")
@@ -416,7 +426,7 @@ class _Placement:
         return False
 
 
-def placement_matches(spec: dict[str, Any], cls: NodeClass) -> bool:
+def placement_matches(spec: JsonObject, cls: NodeClass) -> bool:
     """Whether nodeSelector and required node affinity admit any member of ``cls`` (tolerations are separate:
     see ``untolerated_taints``). Looks at each member when the spec reads per-node labels: for a whole
     cluster use ``Cluster.placement``, which is indexed."""
@@ -515,7 +525,7 @@ class _NodeIndex:
             acc &= anyof
         return acc
 
-    def _term(self, term: dict[str, Any]) -> int:
+    def _term(self, term: JsonObject) -> int:
         exprs, fields = _exprs(term, "matchExpressions"), _exprs(term, "matchFields")
         if not exprs and not fields:
             return 0  # an empty term matches no objects (Kubernetes semantics)
@@ -542,7 +552,7 @@ class _NodeIndex:
             return self._union([self._key_index(key).get(value)])
         return self._classes_where(lambda labels: labels.get(key) == value)
 
-    def _indexed(self, expr: dict[str, Any], index: dict[str | None, Bucket]) -> int:
+    def _indexed(self, expr: JsonObject, index: dict[str | None, Bucket]) -> int:
         """``_expr_matches`` for every node at once, from the key's inverted index (None: the key is absent)."""
         op = expr.get("operator")
         values = [str(v) for v in sequence(expr.get("values"))]
@@ -705,7 +715,7 @@ class Cluster:
     def __repr__(self) -> str:
         return f"Cluster({len(self.classes)} classes, {self.node_count} nodes)"
 
-    def placement(self, spec: dict[str, Any]) -> list[NodeClass]:
+    def placement(self, spec: JsonObject) -> list[NodeClass]:
         """The classes with a node that nodeSelector, nodeName and required node affinity admit, in class
         order (what ``placement_matches`` says of each class, without looking at every node)."""
         p = _Placement.of(spec)
@@ -730,7 +740,7 @@ class Cluster:
             return self._index
 
 
-def _tolerates(tol: dict[str, Any], taint: Taint) -> bool:
+def _tolerates(tol: JsonObject, taint: Taint) -> bool:
     effect = tol.get("effect")
     if effect and effect != taint.effect:
         return False
@@ -745,7 +755,7 @@ def _tolerates(tol: dict[str, Any], taint: Taint) -> bool:
     return str(tol.get("value", "") or "") == taint.value
 
 
-def untolerated_taints(spec: dict[str, Any], cls: NodeClass) -> list[Taint]:
+def untolerated_taints(spec: JsonObject, cls: NodeClass) -> list[Taint]:
     tols = [t for t in sequence(spec.get("tolerations")) if isinstance(t, dict)]
     return [t for t in cls.taints
             if t.effect in ("NoSchedule", "NoExecute") and not any(_tolerates(tol, t) for tol in tols)]
@@ -765,10 +775,10 @@ def _set_version(labels: dict[str, str], prefix: str, version: Version) -> None:
     labels[f"{prefix}.minor"] = str(version.minor)
 
 
-def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[dict[str, Any]], list[str]]:
+def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonObject], list[str]]:
     """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels."""
     errors: list[str] = []
-    nodes: list[dict[str, Any]] = []
+    nodes: list[JsonObject] = []
     pools = profile.get("nodePools")
     if not isinstance(pools, list) or not pools:
         return [], ["ClusterProfile needs a non-empty nodePools list"]
@@ -784,7 +794,7 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
             errors.append(f"{where}: {bad_type} must be a {'mapping' if bad_type != 'taints' else 'list'}")
             continue
         labels: dict[str, str] = {str(k): str(v) for k, v in (pool.get("labels") or {}).items()}
-        allocatable: dict[str, Any] = {str(k): v for k, v in (pool.get("resources") or {}).items()}
+        allocatable: JsonObject = {str(k): v for k, v in (pool.get("resources") or {}).items()}
         gpus = pool.get("gpusPerNode", 1)
         if not isinstance(gpus, int) or gpus < 0:
             errors.append(f"{where}: gpusPerNode must be a non-negative integer")

@@ -9,8 +9,8 @@ import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.model import Finding, Severity
 from compatcheck.core.rules import ParamsError, RuleProblem, RuleSet, schema_problems
 
@@ -76,7 +76,7 @@ class Config:
     path: str | None = None
     severities: dict[str, Severity] = field(default_factory=dict)
     disabled: frozenset[str] = frozenset()
-    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    params: dict[str, JsonObject] = field(default_factory=dict)
     rule_dirs: tuple[str, ...] = ()
     nodes: str | None = None
     crl: tuple[str, ...] = ()
@@ -131,7 +131,7 @@ def apply_to_ruleset(config: Config, ruleset: RuleSet) -> RuleSet:
     return RuleSet({k: v for k, v in rules.items() if k not in config.disabled})
 
 
-def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def _deep_merge(base: JsonObject, over: JsonObject) -> JsonObject:
     out = copy.deepcopy(base)
     for k, v in over.items():
         out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
-from compatcheck.core.jsonutil import mapping, text
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, text
 from compatcheck.core.quantities import QuantityError, parse_quantity
 
 CRL_TYPE_LABEL = "features.alauda.io/type"
@@ -23,13 +23,19 @@ CRL_ENABLED_LABEL = "features.alauda.io/enabled"
 CRL_TYPE = "CustomResourceLimitation"
 
 
+# The policies of crl.schema.json, which ``validate_crl`` holds every indexed ConfigMap to.
+DataType = Literal["integer", "float", "quantity"]
+LimitsPolicy = Literal["disabled", "required", "optional"]
+RequestsPolicy = Literal["disabled", "required", "fromLimits"]
+
+
 @dataclass(frozen=True)
 class CrlKey:
     key: str
-    data_type: str
+    data_type: DataType
     default: str | None
-    limits: str
-    requests: str
+    limits: LimitsPolicy
+    requests: RequestsPolicy
     group: str
     configmap: str
 
@@ -48,7 +54,7 @@ class CrlIndex:
         return bool(self.groups)
 
 
-def claims_crl(obj: dict[str, Any]) -> bool:
+def claims_crl(obj: JsonObject) -> bool:
     if obj.get("kind") != "ConfigMap":
         return False
     meta = mapping(obj.get("metadata"))
@@ -58,14 +64,14 @@ def claims_crl(obj: dict[str, Any]) -> bool:
 
 
 @cache
-def _validator() -> Any:
+def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type hints)
     from jsonschema import Draft202012Validator  # lazy: ~100 ms import, only when CRLs appear
 
     schema = json.loads(resources.files("compatcheck.schemas").joinpath("crl.schema.json").read_text("utf-8"))
     return Draft202012Validator(schema)
 
 
-def value_matches(data_type: str, value: Any) -> bool:
+def value_matches(data_type: DataType, value: Json) -> bool:
     if data_type == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()) is not None)
@@ -81,7 +87,7 @@ def value_matches(data_type: str, value: Any) -> bool:
         return False
 
 
-def validate_crl(obj: dict[str, Any]) -> list[tuple[str, str]]:
+def validate_crl(obj: JsonObject) -> list[tuple[str, str]]:
     """Problems as (RFC 6901 pointer, message); empty when the ConfigMap is a valid CRL."""
     problems: list[tuple[str, str]] = []
     for err in sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path)):
@@ -101,25 +107,25 @@ def validate_crl(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def _short(err: Any) -> str:
+def _short(err: Any) -> str:  # a jsonschema ValidationError (untyped)
     where = ".".join(str(p) for p in err.absolute_path) or "(root)"
     msg = err.message if len(err.message) < 160 else err.message[:157] + "..."
     return f"{where}: {msg}"
 
 
-def crl_key(obj: dict[str, Any]) -> CrlKey:
+def crl_key(obj: JsonObject) -> CrlKey:
     """The key of a ConfigMap that ``validate_crl`` accepted."""
     data = obj["data"]
     return CrlKey(data["key"], data["dataType"], data.get("defaultValue"), data["limits"], data["requests"],
                   data["group"], obj["metadata"]["name"])
 
 
-def is_enabled(obj: dict[str, Any]) -> bool:
+def is_enabled(obj: JsonObject) -> bool:
     labels = obj.get("metadata", {}).get("labels", {})
     return isinstance(labels, dict) and labels.get(CRL_ENABLED_LABEL) == "true"
 
 
-def build_index(objects: list[dict[str, Any]]) -> tuple[CrlIndex, list[tuple[dict[str, Any], list[tuple[str, str]]]]]:
+def build_index(objects: list[JsonObject]) -> tuple[CrlIndex, list[tuple[JsonObject, list[tuple[str, str]]]]]:
     """Index of the valid, enabled CRLs, and the invalid ones with their problems (ignored whole)."""
     index = CrlIndex()
     invalid = []

@@ -12,26 +12,33 @@ from __future__ import annotations
 import json
 from typing import Any
 
-orjson: Any
+# A JSON value decoded from a manifest, an AdmissionReview or a rule file: dict, list, str, int, float, bool or None,
+# nested. ``Any`` rather than a recursive union, on purpose: these values are untrusted, so every read narrows them
+# (isinstance, or ``mapping``/``sequence``/``text`` below) before use, and a union would only add casts where a value
+# has already been checked. Signatures say ``Json``/``JsonObject`` so that this is the only reason ``Any`` appears.
+Json = Any
+JsonObject = dict[str, Json]
+
+orjson: Any  # the module, or None on an install without it: one name for both
 try:
     import orjson
 except ImportError:  # a core install: the linter does not need it
     orjson = None
 
 
-def mapping(value: Any) -> dict[str, Any]:
+def mapping(value: Json) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-def sequence(value: Any) -> list[Any]:
+def sequence(value: Json) -> list[Json]:
     return value if isinstance(value, list) else []
 
 
-def text(value: Any) -> str | None:
+def text(value: Json) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def loads(raw: bytes | str) -> Any:
+def loads(raw: bytes | str) -> Json:
     """Parse JSON; raises json.JSONDecodeError (or UnicodeDecodeError) with the json module's message."""
     if orjson is not None:
         try:
@@ -41,7 +48,7 @@ def loads(raw: bytes | str) -> Any:
     return json.loads(raw)
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: Json) -> bytes:
     """Compact JSON as UTF-8 bytes; values that are not JSON types are written as str()."""
     if orjson is not None:
         try:

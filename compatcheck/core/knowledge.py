@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from compatcheck.core.jsonutil import Json, JsonObject
 from compatcheck.core.versions import (
     Version,
     VersionError,
@@ -73,18 +74,21 @@ class ImageCuda:
     reason: str = ""
 
 
+Verdict = Literal["compatible", "minor-version-compatibility", "incompatible", "unknown"]
+
+
 @dataclass(frozen=True)
 class DriverVerdict:
     driver: Version | None
     driver_cuda: Version | None
     runtime: Version
-    verdict: str  # compatible | minor-version-compatibility | incompatible | unknown
+    verdict: Verdict
     reasons: tuple[str, ...]
     toolkit_driver: Version | None = None
     mvc_floor: Version | None = None
 
 
-def _cuda(text: Any, where: str) -> Version:
+def _cuda(text: Json, where: str) -> Version:
     try:
         return parse_cuda_version(text)
     except VersionError as exc:
@@ -108,7 +112,7 @@ class KnowledgeBase:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_tables(cls, tables: dict[str, list[dict[str, Any]]]) -> KnowledgeBase:
+    def from_tables(cls, tables: dict[str, list[JsonObject]]) -> KnowledgeBase:
         """``tables`` maps table name -> rows (admin rows first). Raises KnowledgeError on bad content."""
         kb = cls()
         for row in tables.get("cuda-toolkits", []):
@@ -300,7 +304,7 @@ def _branch_floor(kb: KnowledgeBase, driver_cuda: Version) -> Version | None:
     return Version((branch, 999, 999), f"{branch}.x") if branch is not None else None
 
 
-_MISSING: Any = object()
+_MISSING: Any = object()  # a sentinel: equal to nothing a cache holds
 MEMO_LIMIT = 100_000  # entries per memo: inputs come from manifests, so the key space is not ours to bound
 
 
@@ -314,7 +318,7 @@ def memo(cache: dict[K, V], key: K, compute: Callable[[], V]) -> V:
     return found  # type: ignore[no-any-return]
 
 
-def _ver(text: Any, where: str) -> Version | None:
+def _ver(text: Json, where: str) -> Version | None:
     if text is None:
         return None
     try:
@@ -323,14 +327,14 @@ def _ver(text: Any, where: str) -> Version | None:
         raise KnowledgeError(f"{where}: {exc}") from None
 
 
-def _driver(text: Any, where: str) -> Version:
+def _driver(text: Json, where: str) -> Version:
     try:
         return parse_driver_version(text)
     except VersionError as exc:
         raise KnowledgeError(f"{where}: {exc}") from None
 
 
-def _cc(text: Any) -> Version:
+def _cc(text: Json) -> Version:
     try:
         return parse_compute_capability(text)
     except VersionError as exc:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-JsonValue = Any
+JsonValue = Any  # a JSON value (a patch value): Any for the reason given at compatcheck.core.jsonutil.Json
 
 
 class Severity(str, Enum):

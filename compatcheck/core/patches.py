@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
 
+from compatcheck.core.jsonutil import Json
 from compatcheck.core.model import Applicability, Finding, PatchOp
 from compatcheck.core.pointers import escape_token, split_pointer
 
@@ -18,7 +18,7 @@ class FixError(ValueError):
     pass
 
 
-def apply_ops(doc: Any, ops: Iterable[PatchOp]) -> Any:
+def apply_ops(doc: Json, ops: Iterable[PatchOp]) -> Json:
     """Apply ops to a deep copy of ``doc``; raise FixError (and change nothing) if any op fails."""
     out = copy.deepcopy(doc)
     for op in ops:
@@ -26,13 +26,13 @@ def apply_ops(doc: Any, ops: Iterable[PatchOp]) -> Any:
     return out
 
 
-def _apply(doc: Any, op: PatchOp) -> Any:
+def _apply(doc: Json, op: PatchOp) -> Json:
     tokens = split_pointer(op.path)
     if not tokens:
         if op.op in ("add", "replace"):
             return copy.deepcopy(op.value)
         raise FixError(f"cannot {op.op} the document root")
-    parent: Any = doc
+    parent: Json = doc
     for t in tokens[:-1]:
         if isinstance(parent, dict) and t in parent:
             parent = parent[t]
@@ -77,15 +77,15 @@ def _apply(doc: Any, op: PatchOp) -> Any:
     return doc
 
 
-def set_path_ops(data: Any, base: str, path: tuple[str, ...], value: Any) -> tuple[PatchOp, ...]:
+def set_path_ops(data: Json, base: str, path: tuple[str, ...], value: Json) -> tuple[PatchOp, ...]:
     """The op that sets ``path`` under ``data`` (found at pointer ``base``) to ``value``, creating the missing
     parents as one nested value: RFC 6902 ``add`` needs the parent to exist."""
-    node: Any = data
+    node: Json = data
     pointer = base
     for i, token in enumerate(path):
         pointer += "/" + escape_token(token)
         if not isinstance(node, dict) or token not in node or (i < len(path) - 1 and not isinstance(node[token], dict)):
-            rest: Any = value
+            rest: Json = value
             for t in reversed(path[i + 1:]):
                 rest = {t: rest}
             return (PatchOp("replace" if isinstance(node, dict) and token in node else "add", pointer, rest),)
@@ -93,7 +93,7 @@ def set_path_ops(data: Any, base: str, path: tuple[str, ...], value: Any) -> tup
     return (PatchOp("replace", pointer, value),)
 
 
-def set_paths_ops(data: Any, base: str, values: dict[tuple[str, ...], Any]) -> tuple[PatchOp, ...]:
+def set_paths_ops(data: Json, base: str, values: dict[tuple[str, ...], Json]) -> tuple[PatchOp, ...]:
     """``set_path_ops`` for several paths, each computed against the data as the previous ones left it."""
     current = copy.deepcopy(data)
     ops: list[PatchOp] = []
@@ -120,7 +120,7 @@ def select_fixes(findings: Iterable[Finding], allow: set[Applicability]) -> list
     return chosen
 
 
-def apply_fixes(obj: Any, findings: Iterable[Finding], allow: set[Applicability]) -> tuple[Any, list[Finding]]:
+def apply_fixes(obj: Json, findings: Iterable[Finding], allow: set[Applicability]) -> tuple[Json, list[Finding]]:
     """Apply the allowed fixes; each fix is all-or-nothing. Returns the new object and the fixes applied."""
     current = obj
     applied = []

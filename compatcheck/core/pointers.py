@@ -3,7 +3,7 @@ in files (mapped to lines by ``compatcheck.io.manifests``) and in admitted objec
 
 from __future__ import annotations
 
-from typing import Any
+from compatcheck.core.jsonutil import Json
 
 _MISSING = object()
 
@@ -19,9 +19,9 @@ def escape_token(token: str | int) -> str:
     return str(token).replace("~", "~0").replace("/", "~1")
 
 
-def value_at(doc: Any, pointer: str, default: Any = None) -> Any:
-    """The value at ``pointer`` in ``doc``, or ``default`` when there is none. ``Any``: JSON values are."""
-    node: Any = doc
+def value_at(doc: Json, pointer: str, default: Json = None) -> Json:
+    """The value at ``pointer`` in ``doc``, or ``default`` when there is none."""
+    node: Json = doc
     for t in split_pointer(pointer):
         if isinstance(node, dict):
             node = node.get(t, _MISSING)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
+
+from compatcheck.core.jsonutil import Json
 
 _QTY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$")
 _SUFFIX = {
@@ -21,7 +22,7 @@ class QuantityError(ValueError):
     pass
 
 
-def parse_quantity(value: Any) -> Fraction:
+def parse_quantity(value: Json) -> Fraction:
     if type(value) is str and value.isdigit() and len(value) < 19:  # the common case: "1", "8", "100"
         return Fraction(int(value))
     if isinstance(value, bool) or value is None:

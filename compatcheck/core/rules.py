@@ -7,12 +7,14 @@ check type's ``params_schema`` happens here; every problem is collected before f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from compatcheck.core import checks
-from compatcheck.core.checks.base import CheckType, UnknownCheckType
+from compatcheck.core.checks import AnyCheckType
+from compatcheck.core.checks.base import EvalContext, ObjectTarget, Outcome, PodAnalysis, RawParams, UnknownCheckType
+from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.model import Applicability, Severity
 
 
@@ -25,25 +27,26 @@ class Rule:
     id: str
     summary: str
     severity: Severity
-    check: CheckType
-    params: dict[str, Any]
+    check: AnyCheckType
+    params: RawParams  # as written (and merged with config overrides): for docs and JSON output
     rationale: str
     remediation: str
     references: tuple[str, ...]
     origin: str  # file the rule came from
     builtin: bool = True
-    # What the check's evaluate receives: its params, prepared once (recomputed by dataclasses.replace).
+    # ``check.prepare(params)``, made once (and again by dataclasses.replace): the check's own params type, which
+    # a RuleSet of every check type erases; only ``evaluate`` below reads it, handing it back to that check.
     prepared: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        prepare = self.check.prepare
-        if prepare is None:
-            object.__setattr__(self, "prepared", self.params)
-            return
         try:
-            object.__setattr__(self, "prepared", prepare(self.params))
+            object.__setattr__(self, "prepared", self.check.prepare(self.params))
         except Exception as exc:  # e.g. a regex that does not compile: the rule is unusable, say why
             raise ParamsError(f"check {self.check.name} params: {type(exc).__name__}: {exc}") from None
+
+    def evaluate(self, target: PodAnalysis | ObjectTarget, ctx: EvalContext) -> Iterable[Outcome]:
+        """The check's outcomes for ``target`` (a ``PodAnalysis`` for pod checks, else an ``ObjectTarget``)."""
+        return self.check.evaluate(target, ctx, self.prepared)
 
     @property
     def needs_nodes(self) -> bool:
@@ -51,9 +54,6 @@ class Rule:
 
     @property
     def fix_applicability(self) -> Applicability | None:
-        modes = self.check.fix_modes
-        if modes is not None and self.params.get("mode") not in modes:
-            return None
         return self.check.fix_applicability
 
 
@@ -65,7 +65,7 @@ class RuleProblem:
     line: int | None = None
 
 
-def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+def schema_problems(doc: JsonObject, schema: JsonObject, path: str) -> list[RuleProblem]:
     from jsonschema import Draft202012Validator  # lazy: only when validating
 
     out = []
@@ -81,8 +81,8 @@ def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> l
     return out
 
 
-def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: bool,
-               rule_schema: dict[str, Any] | None = None) -> tuple[Rule | None, list[RuleProblem]]:
+def build_rule(doc: JsonObject, origin: str, *, builtin: bool, validate: bool,
+               rule_schema: JsonObject | None = None) -> tuple[Rule | None, list[RuleProblem]]:
     problems: list[RuleProblem] = []
     if validate and rule_schema is not None:
         problems = schema_problems(doc, rule_schema, origin)
@@ -153,7 +153,7 @@ class RuleSet:
         except KeyError:
             raise KeyError(f"no such rule: {rule_id!r}") from None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Rule]:
         return iter(self.ordered)
 
     def __len__(self) -> int:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from compatcheck.core.jsonutil import mapping
+from compatcheck.core.jsonutil import Json, JsonObject, mapping
 from compatcheck.core.model import Finding
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.workloads import PodTarget, pod_targets
@@ -41,7 +40,7 @@ def parse_ignore(value: str) -> list[tuple[str, str]]:
     return out
 
 
-def _from_annotations(annotations: Any, meta_pointer: str, scope: str) -> list[Suppression]:
+def _from_annotations(annotations: Json, meta_pointer: str, scope: str) -> list[Suppression]:
     out: list[Suppression] = []
     for key, value in mapping(annotations).items():
         if not isinstance(value, str):
@@ -57,11 +56,11 @@ def _from_annotations(annotations: Any, meta_pointer: str, scope: str) -> list[S
     return out
 
 
-def _mentions_ignore(annotations: Any) -> bool:
+def _mentions_ignore(annotations: Json) -> bool:
     return any(isinstance(k, str) and k.startswith(IGNORE_ANNOTATION) for k in mapping(annotations))
 
 
-def suppressions(obj: dict[str, Any], pods: list[PodTarget] | None = None) -> list[Suppression]:
+def suppressions(obj: JsonObject, pods: list[PodTarget] | None = None) -> list[Suppression]:
     """Every suppression on the object and its pod templates. ``pods``: the object's pod targets, when the
     caller has them already (the engine does)."""
     if pods is None:
@@ -78,7 +77,7 @@ def suppressions(obj: dict[str, Any], pods: list[PodTarget] | None = None) -> li
     return found
 
 
-def split_suppressed(findings: list[Finding], obj: dict[str, Any], pods: list[PodTarget] | None = None) -> tuple[
+def split_suppressed(findings: list[Finding], obj: JsonObject, pods: list[PodTarget] | None = None) -> tuple[
         list[Finding], list[tuple[Finding, Suppression]]]:
     rules = {f.rule_id for f in findings}
     sups = [s for s in suppressions(obj, pods) if s.rule_id in rules] if findings else []

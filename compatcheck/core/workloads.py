@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from compatcheck.core.jsonutil import mapping, text
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, text
 from compatcheck.core.model import ObjectRef
 from compatcheck.core.pointers import escape_token, split_pointer
 
@@ -111,14 +111,14 @@ def api_group(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
-def workload_kind(obj: dict[str, Any]) -> WorkloadKind | None:
+def workload_kind(obj: JsonObject) -> WorkloadKind | None:
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
     return _BY_KEY.get((api_group(api_version), kind))
 
 
-def object_ref(obj: dict[str, Any]) -> ObjectRef:
+def object_ref(obj: JsonObject) -> ObjectRef:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     name = text(meta.get("name"))
@@ -134,7 +134,7 @@ def object_ref(obj: dict[str, Any]) -> ObjectRef:
 class ContainerTarget:
     name: str
     pointer: str
-    data: dict[str, Any]
+    data: JsonObject
     init: bool
     # Pointer relative to the pod spec, e.g. /containers/0 or /predictor-style /model.
     rel: str
@@ -145,19 +145,19 @@ class PodTarget:
     """One pod spec inside an object, with the metadata that governs it."""
 
     ref: ObjectRef
-    obj: dict[str, Any]
+    obj: JsonObject
     pointer: str  # absolute pointer of the PodSpec inside the object
-    spec: dict[str, Any]
+    spec: JsonObject
     annotations: dict[str, str]  # object annotations with the template's merged over them
     labels: dict[str, str]
     containers: list[ContainerTarget]
     # The pod template ({metadata, spec}) this spec belongs to, when it is not the object itself (a Deployment's
     # /spec/template); None for Pods and for specs without their own metadata (KServe predictors).
     template_pointer: str | None = None
-    template_annotations: dict[str, Any] | None = None
+    template_annotations: JsonObject | None = None
 
 
-def _walk(node: Any, tokens: list[str], prefix: str) -> Iterator[tuple[str, Any]]:
+def _walk(node: Json, tokens: list[str], prefix: str) -> Iterator[tuple[str, Json]]:
     if not tokens:
         yield prefix, node
         return
@@ -176,13 +176,13 @@ def _walk(node: Any, tokens: list[str], prefix: str) -> Iterator[tuple[str, Any]
         yield from _walk(node[int(head)], rest, f"{prefix}/{head}")
 
 
-def _str_map(value: Any) -> dict[str, str]:
+def _str_map(value: Json) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}
     return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items() if v is not None}
 
 
-def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
+def pod_targets(obj: JsonObject) -> list[PodTarget]:
     """Every pod spec in ``obj`` (empty for kinds that carry none)."""
     wk = workload_kind(obj)
     if wk is None:
@@ -197,7 +197,7 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
             if not isinstance(node, dict):
                 continue
             template_pointer: str | None = None
-            template_annotations: dict[str, Any] | None = None
+            template_annotations: JsonObject | None = None
             if loc.shape == "template":
                 spec = node.get("spec")
                 spec_pointer = f"{pointer}/spec"
@@ -218,7 +218,7 @@ def pod_targets(obj: dict[str, Any]) -> list[PodTarget]:
     return out
 
 
-def _containers(spec: dict[str, Any], spec_pointer: str, singles: tuple[str, ...]) -> list[ContainerTarget]:
+def _containers(spec: JsonObject, spec_pointer: str, singles: tuple[str, ...]) -> list[ContainerTarget]:
     out: list[ContainerTarget] = []
     for field_name, init in (("initContainers", True), ("containers", False)):
         items = spec.get(field_name)

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import Cluster, NodeRecord, build_cluster_from_records, node_record
@@ -179,11 +179,18 @@ class NodeCompactor:
             return True
 
 
+class _Lister(Protocol):
+    """A list call of the kubernetes client (``list_node``, ``list_namespaced_config_map``): its arguments are
+    the client's (``kwargs`` below, then paging and streaming options), and its answer is read raw."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class _Watcher(threading.Thread):
     """list + watch of one resource. It owns the current set of (slim) objects; after every change it calls
     ``changed()``, and readers take a copy with ``values()``."""
 
-    def __init__(self, name: str, lister: Callable[..., Any], kwargs: dict[str, Any],
+    def __init__(self, name: str, lister: _Lister, kwargs: dict[str, Any],
                  slim: Callable[[dict[str, Any]], Any], changed: Callable[[], None],
                  on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
         super().__init__(name=f"watch-{name}", daemon=True)

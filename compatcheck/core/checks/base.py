@@ -1,6 +1,17 @@
-"""What every check type shares: the ``CheckType`` record, the ``Violation`` it yields, and
-``PodAnalysis``, the per-pod facts computed once and reused by every check (GPU requests, CUDA
-runtime per container, the node classes the pod can land on).
+"""What every check type shares: the contract (``CheckType``, its ``Outcome``s and ``prepare``d params), and
+``PodAnalysis``, the per-pod facts computed once and reused by every check (GPU requests, CUDA runtime per
+container, the node classes the pod can land on).
+
+The contract, one signature for every check type::
+
+    prepare(params: RawParams) -> P                                    # once per rule, at load time
+    evaluate(target: T, ctx: EvalContext, params: P) -> Iterable[Outcome]  # once per object or pod
+
+``T`` is ``PodAnalysis`` for a ``PodCheck`` (run once per pod spec) and ``ObjectTarget`` for an
+``ObjectCheck`` (run once per object); ``P`` is the type's own frozen params dataclass, so no ``evaluate``
+reads a dict and mypy checks each ``evaluate`` against what its ``prepare`` returns. An ``Outcome`` is a
+``Violation`` (a finding to be) or an ``InputProblem`` (bad input inside the object, such as an unreadable
+annotation: a diagnostic, never a finding).
 
 Pure: no I/O, no printing. Pointers produced here are absolute within the object, built only from
 the targets that ``workloads`` located, so no check knows a kind's layout.
@@ -11,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import ClassVar, Generic, Literal, TypeVar, overload
 
 from compatcheck.core.cluster import (
     Cluster,
@@ -25,7 +36,7 @@ from compatcheck.core.cluster import (
     untolerated_taints,
 )
 from compatcheck.core.crl import CrlIndex
-from compatcheck.core.jsonutil import dumps, sequence
+from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
@@ -40,34 +51,27 @@ class UnknownCheckType(LookupError):
 
 @dataclass(frozen=True)
 class Violation:
+    """A finding to be: the engine adds the rule, its severity and the object."""
+
     message: str
     pointer: str
     container: str | None = None
     fix: Fix | None = None
-    # True for bad input found inside an object (e.g. an unreadable version annotation): reported as an
-    # error entry (exit 2), not as a finding.
-    input_error: bool = False
-
-
-Params = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class CheckType:
-    name: str
-    description: str
-    target: Literal["pod", "object"]
-    params_schema: dict[str, Any]
-    evaluate: Callable[..., Iterable[Violation]]
-    needs_nodes: bool = False
-    fix_applicability: Applicability | None = None
-    # Modes (params.mode) that can produce a fix; None = every mode.
-    fix_modes: tuple[str, ...] | None = None
-    # Only meaningful for pods that request GPU resources (the engine skips the rest).
-    gpu_only: bool = True
-    # Turns validated params into what ``evaluate`` receives (compiled regexes, parsed versions), once per
-    # rule instead of once per object; None hands ``evaluate`` the params as written.
-    prepare: Callable[[Params], Any] | None = None
+class InputProblem:
+    """Bad input inside the object (an unreadable version annotation): reported as an input diagnostic naming
+    the rule (an error, exit 2), never as a finding."""
+
+    message: str
+    pointer: str
+
+
+Outcome = Violation | InputProblem
+
+# A rule's ``check.params`` as written, once valid against the type's ``params_schema``; only ``prepare`` reads it.
+RawParams = JsonObject
 
 
 @dataclass
@@ -76,7 +80,8 @@ class EvalContext:
     cluster: Cluster | None = None
     crl: CrlIndex = field(default_factory=CrlIndex)
     # Synthetic node classes for manifest-pinned GPU labels, shared across pods (same pins recur).
-    pinned_memo: dict[Any, list[NodeClass]] = field(default_factory=dict, repr=False)
+    pinned_memo: dict[tuple[tuple[tuple[str, str], ...], ...], list[NodeClass]] = field(default_factory=dict,
+                                                                                        repr=False)
     # (placement classes, eligible classes) by everything that decides them: a webhook sees the same
     # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
     placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
@@ -95,12 +100,12 @@ class CudaRuntime:
     problem: str = ""
 
 
-def container_gpu_requests(c: ContainerTarget) -> dict[str, Any]:
+def container_gpu_requests(c: ContainerTarget) -> JsonObject:
     """GPU-type resources of a container: limits, else requests (the API server defaults one from the other)."""
     res = c.data.get("resources")
     if not isinstance(res, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for section in ("requests", "limits"):  # limits win
         values = res.get(section)
         if isinstance(values, dict):
@@ -110,7 +115,7 @@ def container_gpu_requests(c: ContainerTarget) -> dict[str, Any]:
     return out
 
 
-def quantity_int(value: Any) -> int | None:
+def quantity_int(value: Json) -> int | None:
     # Fast path: almost every GPU request is a small integer or a digit string.
     if type(value) is int:
         return value
@@ -123,7 +128,7 @@ def quantity_int(value: Any) -> int | None:
     return int(q) if q.denominator == 1 else None
 
 
-def quantity_ceil(value: Any) -> int:
+def quantity_ceil(value: Json) -> int:
     """Whole units a request needs (an invalid 0.5 GPU still needs a GPU node); 0 when unreadable."""
     n = quantity_int(value)
     if n is not None:
@@ -135,7 +140,7 @@ def quantity_ceil(value: Any) -> int:
     return max(0, -(-q.numerator // q.denominator))
 
 
-def env_value(c: ContainerTarget, name: str) -> tuple[int, Any] | None:
+def env_value(c: ContainerTarget, name: str) -> tuple[int, Json] | None:
     env = c.data.get("env")
     if not isinstance(env, list):
         return None
@@ -191,15 +196,15 @@ class once(Generic[T]):
     read): a PodAnalysis lives inside one evaluation on one thread, and admission reads its facts dozens
     of times per request."""
 
-    def __init__(self, compute: Callable[[Any], T]) -> None:
+    def __init__(self, compute: Callable[[PodAnalysis], T]) -> None:
         self.compute = compute
         self.name = compute.__name__
 
     @overload
     def __get__(self, instance: None, owner: type) -> once[T]: ...
     @overload
-    def __get__(self, instance: object, owner: type) -> T: ...
-    def __get__(self, instance: object | None, owner: type) -> T | once[T]:
+    def __get__(self, instance: PodAnalysis, owner: type) -> T: ...
+    def __get__(self, instance: PodAnalysis | None, owner: type) -> T | once[T]:
         if instance is None:
             return self
         value = instance.__dict__[self.name] = self.compute(instance)
@@ -214,7 +219,7 @@ class PodAnalysis:
         self.ctx = ctx
 
     @once
-    def gpu_containers(self) -> list[tuple[ContainerTarget, dict[str, Any]]]:
+    def gpu_containers(self) -> list[tuple[ContainerTarget, JsonObject]]:
         out = []
         for c in self.pod.containers:
             req = container_gpu_requests(c)
@@ -318,7 +323,7 @@ class PodAnalysis:
         annotations (synthetic node classes); empty when it pins nothing."""
         values: dict[str, set[str]] = {}
 
-        def note(key: str, vals: Iterable[Any]) -> None:
+        def note(key: str, vals: Iterable[Json]) -> None:
             values.setdefault(key, set()).update(str(v) for v in vals)
 
         sel = self.pod.spec.get("nodeSelector")
@@ -369,10 +374,10 @@ class PodAnalysis:
         return self.pinned_classes
 
 
-def admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
+def admits_projected(spec: JsonObject, cls: NodeClass) -> bool:
     """Placement restricted to the label keys the synthetic class carries (other keys are unknowable)."""
     keys = set(cls.labels)
-    projected: dict[str, Any] = {}
+    projected: JsonObject = {}
     sel = spec.get("nodeSelector")
     if isinstance(sel, dict):
         projected["nodeSelector"] = {k: v for k, v in sel.items() if k in keys}
@@ -387,3 +392,63 @@ def admits_projected(spec: dict[str, Any], cls: NodeClass) -> bool:
         projected["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": new_terms}}}
     return placement_matches(projected, cls)
+
+
+@dataclass(frozen=True)
+class ObjectTarget:
+    """What object checks receive: the object and the pod targets the engine found in it."""
+
+    obj: JsonObject
+    pods: list[PodTarget]
+
+
+# ------------------------------------------------------------------ the check contract
+TargetT = TypeVar("TargetT", PodAnalysis, ObjectTarget)
+ParamsT = TypeVar("ParamsT")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckType(Generic[TargetT, ParamsT]):
+    """A reviewed check, generic over what it inspects (``TargetT``) and its prepared params (``ParamsT``).
+    Declare one as a ``PodCheck`` or an ``ObjectCheck``, which fix ``TargetT`` and ``target``; mypy then infers
+    ``ParamsT`` from ``prepare`` and checks ``evaluate`` against both."""
+
+    target: ClassVar[Literal["pod", "object"]]
+    name: str
+    description: str
+    params_schema: JsonObject  # JSON Schema of RawParams: additionalProperties false, a description per property
+    # Validated params -> what ``evaluate`` receives (compiled regexes, parsed versions), once per rule at load
+    # time; whatever it raises is a located rule error, never a per-object internal error.
+    prepare: Callable[[RawParams], ParamsT]
+    evaluate: Callable[[TargetT, EvalContext, ParamsT], Iterable[Outcome]]
+    needs_nodes: bool = False  # says nothing without a cluster view (the engine skips it then)
+    fix_applicability: Applicability | None = None  # the fixes its violations can carry; None: it has none
+    # Only meaningful for pods that request GPU resources (the engine skips the rest).
+    gpu_only: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodCheck(CheckType[PodAnalysis, ParamsT]):
+    """Runs once per pod spec of an object, with that pod's ``PodAnalysis``."""
+
+    target: ClassVar[Literal["pod", "object"]] = "pod"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectCheck(CheckType[ObjectTarget, ParamsT]):
+    """Runs once per object, pods or not (a ConfigMap, an object's own annotations)."""
+
+    target: ClassVar[Literal["pod", "object"]] = "object"
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """The params of a check type that takes none (its schema allows no property)."""
+
+
+NO_PARAMS = NoParams()
+NO_PARAMS_SCHEMA: JsonObject = {"type": "object", "additionalProperties": False, "properties": {}}
+
+
+def no_params(raw: RawParams) -> NoParams:
+    return NO_PARAMS

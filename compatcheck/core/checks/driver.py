@@ -1,14 +1,28 @@
-"""Check types for the driver/runtime version matrix: ``cuda-driver-compat``, ``cuda-affinity-pin``,
-``cuda-runtime-known``. The verdict itself comes from ``KnowledgeBase.verdict`` so that the CLI's
-``versions`` command, the linter and the webhook always agree."""
+"""Check types for the driver/runtime version matrix: ``cuda-driver-too-old``, ``cuda-driver-behind-runtime`` and
+``cuda-driver-major-skew`` (the drivers of the nodes a pod can land on, with a cluster view), ``cuda-affinity-pin``
+(the driver the pod's own selectors pin) and ``cuda-runtime-known``. The verdict itself comes from
+``KnowledgeBase.verdict`` so that the CLI's ``versions`` command, the linter and the webhook always agree."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from compatcheck.core.checks import register
-from compatcheck.core.checks.base import CheckType, CudaRuntime, Params, PodAnalysis, Violation, admits_projected
+from compatcheck.core.checks.base import (
+    NO_PARAMS_SCHEMA,
+    CudaRuntime,
+    EvalContext,
+    InputProblem,
+    NoParams,
+    Outcome,
+    PodAnalysis,
+    PodCheck,
+    RawParams,
+    Violation,
+    admits_projected,
+    no_params,
+)
 from compatcheck.core.cluster import (
     DRIVER_CUDA_LABELS,
     DRIVER_FULL_LABEL,
@@ -17,8 +31,8 @@ from compatcheck.core.cluster import (
     build_cluster,
     required_terms,
 )
-from compatcheck.core.jsonutil import sequence
-from compatcheck.core.knowledge import DriverVerdict
+from compatcheck.core.jsonutil import JsonObject, sequence
+from compatcheck.core.knowledge import DriverVerdict, KnowledgeBase, Verdict
 from compatcheck.core.model import Applicability, Fix
 from compatcheck.core.patches import set_path_ops
 from compatcheck.core.versions import Version
@@ -35,20 +49,31 @@ def _gpu_runtimes(a: PodAnalysis) -> Iterator[tuple[ContainerTarget, CudaRuntime
             yield c, rt, rt.version
 
 
-def _matches_mode(mode: str, v: DriverVerdict, runtime: Version, max_skew: int) -> bool:
-    if mode == "too-old":
-        return v.verdict == "incompatible"
-    if mode == "behind-runtime":
-        return v.verdict == "minor-version-compatibility"
-    return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > max_skew
+@dataclass(frozen=True)
+class _Mismatch:
+    """A GPU container whose CUDA runtime the drivers of some eligible node kinds fail a check for."""
+
+    c: ContainerTarget
+    rt: CudaRuntime
+    runtime: Version
+    bad: list[tuple[NodeClass, DriverVerdict]]  # the failing node kinds, with their verdicts
+
+    @property
+    def where(self) -> str:
+        where = "; ".join(f"{cls.facts.describe_driver()} on {cls.sample_names(2)}" for cls, _ in self.bad[:3])
+        if len(self.bad) > 3:
+            where += f" (+{len(self.bad) - 3} more node kinds)"
+        return where
 
 
-def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
-    mode = params["mode"]
-    classes = a.scope_classes() if a.ctx.cluster is not None else []
+def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
+                       fails: Callable[[DriverVerdict, Version], bool]) -> Iterator[_Mismatch]:
+    """With a cluster view: each GPU container for which ``fails(verdict, runtime)`` holds on some node kind in
+    scope that has a known driver."""
+    classes = a.scope_classes() if ctx.cluster is not None else []
     if not classes:
         return
-    kb = a.ctx.kb
+    kb = ctx.kb
     for c, rt, runtime in _gpu_runtimes(a):
         bad: list[tuple[NodeClass, DriverVerdict]] = []
         for cls in classes:
@@ -56,39 +81,65 @@ def _driver_compat(a: PodAnalysis, params: Params) -> Iterator[Violation]:
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if _matches_mode(mode, v, runtime, params.get("maxMajorSkew", 1)):
+            if fails(v, runtime):
                 bad.append((cls, v))
-        if not bad:
-            continue
-        v0 = bad[0][1]
-        where = "; ".join(f"{cls.facts.describe_driver()} on {cls.sample_names(2)}" for cls, _ in bad[:3])
-        if len(bad) > 3:
-            where += f" (+{len(bad) - 3} more node kinds)"
-        rtmm = runtime.major_minor()
-        lowest = kb.lowest_branch_for(runtime)
-        need = f"a driver from branch >= {lowest}" if lowest else f"a driver for CUDA >= {rtmm}"
-        if mode == "too-old":
-            floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
-                     if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
-            fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in bad) else ""
-            msg = f"image CUDA {rtmm} ({rt.origin}) needs {need}{floor}; eligible nodes run {where}{fwd}"
-        elif mode == "behind-runtime":
-            msg = (f"image CUDA {rtmm} ({rt.origin}) is newer than the driver's CUDA on {where}: it runs only "
-                   f"through minor-version compatibility (no PTX JIT, no newer-driver APIs); use {need}")
-        else:
-            msg = (f"driver CUDA {v0.driver_cuda} is more than {params.get('maxMajorSkew', 1)} major version "
-                   f"ahead of image CUDA {rtmm} on {where}; NVIDIA does not support this skew")
-        fix = _affinity_fix(a, runtime) if mode in ("too-old", "behind-runtime") else None
-        yield Violation(msg, rt.pointer, c.name, fix)
+        if bad:
+            yield _Mismatch(c, rt, runtime, bad)
+
+
+def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None]:
+    """What ``runtime`` needs, in words, and the lowest driver branch that gives it (when the table knows)."""
+    lowest = kb.lowest_branch_for(runtime)
+    return (f"a driver from branch >= {lowest}" if lowest else f"a driver for CUDA >= {runtime.major_minor()}"), lowest
+
+
+def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible"):
+        v0 = m.bad[0][1]
+        need, lowest = _needed_driver(ctx.kb, m.runtime)
+        floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
+                 if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
+        fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in m.bad) else ""
+        yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) needs {need}{floor}; eligible nodes "
+                        f"run {m.where}{fwd}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+
+
+def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "minor-version-compatibility"):
+        need, _lowest = _needed_driver(ctx.kb, m.runtime)
+        yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver's CUDA on "
+                        f"{m.where}: it runs only through minor-version compatibility (no PTX JIT, no newer-driver "
+                        f"APIs); use {need}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+
+
+@dataclass(frozen=True)
+class MajorSkewParams:
+    max_major_skew: int  # largest supported driver-CUDA major minus runtime major
+
+
+def _prepare_major_skew(raw: RawParams) -> MajorSkewParams:
+    return MajorSkewParams(int(raw.get("maxMajorSkew", 1)))
+
+
+def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> Iterator[Violation]:
+    skew = params.max_major_skew
+
+    def too_far(v: DriverVerdict, runtime: Version) -> bool:
+        return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
+
+    for m in _driver_mismatches(a, ctx, too_far):
+        yield Violation(f"driver CUDA {m.bad[0][1].driver_cuda} is more than {skew} major version ahead of image "
+                        f"CUDA {m.runtime.major_minor()} on {m.where}; NVIDIA does not support this skew",
+                        m.rt.pointer, m.c.name)
 
 
 GFD_KEYS, PLATFORM_KEYS = DRIVER_CUDA_LABELS[0], DRIVER_CUDA_LABELS[-1]
 
 
-def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
+def _affinity_fix(a: PodAnalysis, ctx: EvalContext, runtime: Version) -> Fix:
     """Confine the pod to nodes whose driver supports ``runtime``: (major > X) OR (major == X AND minor >= Y),
     AND-ed into every existing required term (terms are OR-ed, expressions AND-ed)."""
-    classes = a.ctx.cluster.classes if a.ctx.cluster is not None else []
+    classes = ctx.cluster.classes if ctx.cluster is not None else []
     uses_platform = any(PLATFORM_KEYS[0] in c.labels for c in classes) and not any(
         GFD_KEYS[0] in c.labels for c in classes)
     major_key, minor_key = PLATFORM_KEYS if uses_platform else GFD_KEYS
@@ -100,7 +151,7 @@ def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
                 [{"key": major_key, "operator": "In", "values": [str(rt.major)]},
                  {"key": minor_key, "operator": "Gt", "values": [str(rt.minor - 1)]}]]
     existing = required_terms(a.pod.spec) or []
-    terms: list[dict[str, Any]] = []
+    terms: list[JsonObject] = []
     if existing:
         for term in existing:
             for extra in ours:
@@ -116,24 +167,37 @@ def _affinity_fix(a: PodAnalysis, runtime: Version) -> Fix:
                Applicability.UNSAFE, ops)
 
 
-register(CheckType(
-    name="cuda-driver-compat",
-    description="Compares each GPU container's CUDA runtime with the drivers of the nodes it can land on.",
-    target="pod",
+_SCOPE = "each GPU container's CUDA runtime with the drivers of the nodes it can land on"
+
+register(PodCheck(
+    name="cuda-driver-too-old",
+    description=f"Compares {_SCOPE}: reports drivers that cannot run it at all (incompatible).",
     needs_nodes=True,
-    params_schema={
-        "type": "object", "additionalProperties": False, "required": ["mode"],
-        "properties": {
-            "mode": {"enum": ["too-old", "behind-runtime", "major-skew"],
-                     "description": "too-old: incompatible; behind-runtime: only minor-version compatible; "
-                                    "major-skew: driver CUDA major ahead by more than maxMajorSkew."},
-            "maxMajorSkew": {"type": "integer", "minimum": 0, "default": 1,
-                             "description": "Largest supported driver-major minus runtime-major (major-skew)."},
-        },
-    },
-    evaluate=_driver_compat,
     fix_applicability=Applicability.UNSAFE,
-    fix_modes=("too-old", "behind-runtime"),
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_too_old,
+))
+register(PodCheck(
+    name="cuda-driver-behind-runtime",
+    description=f"Compares {_SCOPE}: reports drivers older than the runtime that run it only through "
+                "minor-version compatibility.",
+    needs_nodes=True,
+    fix_applicability=Applicability.UNSAFE,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_behind_runtime,
+))
+register(PodCheck(
+    name="cuda-driver-major-skew",
+    description=f"Compares {_SCOPE}: reports drivers whose CUDA major is ahead of the runtime's by more than "
+                "maxMajorSkew.",
+    needs_nodes=True,
+    params_schema={"type": "object", "additionalProperties": False, "properties": {
+        "maxMajorSkew": {"type": "integer", "minimum": 0, "default": 1,
+                         "description": "Largest supported driver-major minus runtime-major."}}},
+    prepare=_prepare_major_skew,
+    evaluate=_major_skew,
 ))
 
 
@@ -141,15 +205,15 @@ DRIVER_KEYS = frozenset({*(k for pair in DRIVER_CUDA_LABELS for k in pair), DRIV
                          *(prefix + "major" for prefix, _rev in DRIVER_PART_LABELS)})
 
 
-def _universe(a: PodAnalysis) -> list[NodeClass]:
+def _universe(kb: KnowledgeBase) -> list[NodeClass]:
     """One synthetic node per known driver branch (plus any full driver version the pod names)."""
     nodes = []
-    for branch, cuda in a.ctx.kb.branches:
+    for branch, cuda in kb.branches:
         labels = {key: str(part) for keys in DRIVER_CUDA_LABELS for key, part in zip(keys, (cuda.major, cuda.minor),
                                                                                           strict=True)}
         labels.update({prefix + "major": str(branch) for prefix, _rev in DRIVER_PART_LABELS})
         nodes.append({"metadata": {"name": f"R{branch}", "labels": labels}})
-    return build_cluster(nodes, a.ctx.kb).classes
+    return build_cluster(nodes, kb).classes
 
 
 def _pins_driver(a: PodAnalysis) -> bool:
@@ -164,17 +228,26 @@ def _pins_driver(a: PodAnalysis) -> bool:
                for t in terms)
 
 
-def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+@dataclass(frozen=True)
+class AffinityPinParams:
+    accept: frozenset[Verdict]  # verdicts that satisfy the check ("unknown" always does)
+
+
+def _prepare_affinity_pin(raw: RawParams) -> AffinityPinParams:
+    accept: list[Verdict] = raw.get("accept", ["compatible", "minor-version-compatibility"])
+    return AffinityPinParams(frozenset(accept))
+
+
+def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -> Iterator[Violation]:
     if not a.is_gpu_pod or not _pins_driver(a):
         return
-    admitted = [cls for cls in _universe(a) if admits_projected(a.pod.spec, cls)]
+    kb = ctx.kb
+    admitted = [cls for cls in _universe(kb) if admits_projected(a.pod.spec, cls)]
     if not admitted:
         return
-    kb = a.ctx.kb
-    accept = set(params.get("accept", ["compatible", "minor-version-compatibility"]))
     for c, rt, runtime in _gpu_runtimes(a):
         verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
-        if any(v.verdict in accept or v.verdict == "unknown" for v in verdicts):
+        if any(v.verdict in params.accept or v.verdict == "unknown" for v in verdicts):
             continue
         cudas = sorted({str(v.driver_cuda.major_minor()) for v in verdicts if v.driver_cuda}, key=lambda s:
                        tuple(int(x) for x in s.split(".")))
@@ -188,40 +261,49 @@ def _affinity_pin(a: PodAnalysis, params: Params) -> Iterator[Violation]:
             ptr, c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="cuda-affinity-pin",
     description="Reads the driver the pod's own nodeSelector/affinity pins (platform cuda-*-version labels, "
                 "GFD driver and runtime labels) and compares it with each GPU container's CUDA runtime.",
-    target="pod",
     params_schema={
         "type": "object", "additionalProperties": False,
         "properties": {"accept": {"type": "array", "items": {"enum": ["compatible", "minor-version-compatibility"]},
                                   "description": "Verdicts that satisfy the check (default both)."}},
     },
+    prepare=_prepare_affinity_pin,
     evaluate=_affinity_pin,
 ))
 
 
-def _runtime_known(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+@dataclass(frozen=True)
+class RuntimeKnownParams:
+    annotation: str  # the annotation prefix the message suggests
+
+
+def _prepare_runtime_known(raw: RawParams) -> RuntimeKnownParams:
+    return RuntimeKnownParams(str(raw.get("annotation", "compatcheck.io/cuda-runtime")))
+
+
+def _runtime_known(a: PodAnalysis, ctx: EvalContext, params: RuntimeKnownParams) -> Iterator[Outcome]:
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
         if rt.version is not None:
             continue
         if rt.origin.startswith(("annotation", "env")):
-            yield Violation(f"{rt.origin}: {rt.problem}", rt.pointer, c.name, input_error=True)
+            # The manifest says which CUDA, unreadably: bad input, not an unknown runtime.
+            yield InputProblem(f"{rt.origin}: {rt.problem}", rt.pointer)
             continue
-        how = (f'declare it with the annotation {params.get("annotation", "compatcheck.io/cuda-runtime")}'
-               f'.{c.name}: "12.4" (or without .{c.name} for every container), set env CUDA_VERSION, '
-               "or add an image pattern in your rules data directory")
+        how = (f'declare it with the annotation {params.annotation}.{c.name}: "12.4" (or without .{c.name} for '
+               "every container), set env CUDA_VERSION, or add an image pattern in your rules data directory")
         reason = f" ({rt.problem})" if rt.problem else ""
         yield Violation(f"CUDA runtime of container {c.name!r} is unknown{reason}; {how}", rt.pointer, c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="cuda-runtime-known",
     description="Reports GPU containers whose CUDA runtime cannot be determined from annotations, env or image.",
-    target="pod",
     params_schema={"type": "object", "additionalProperties": False,
                    "properties": {"annotation": {"type": "string", "description": "Annotation prefix to suggest."}}},
+    prepare=_prepare_runtime_known,
     evaluate=_runtime_known,
 ))

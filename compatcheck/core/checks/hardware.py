@@ -1,27 +1,34 @@
-"""Check types about the GPU hardware a pod can land on: ``gpu-arch-support`` (CUDA too old for the GPU,
-or no longer supporting it), ``dtype-capability``, ``framework-capability``, ``mps-requirements`` and
-``mig-profile``."""
+"""Check types about the GPU hardware a pod can land on: ``gpu-arch-too-new`` (CUDA too old for the GPU),
+``gpu-arch-dropped`` (CUDA no longer supporting it), ``dtype-capability``, ``framework-capability``,
+``mps-requirements`` and ``mig-profile``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
-    CheckType,
-    Params,
+    NO_PARAMS_SCHEMA,
+    CudaRuntime,
+    EvalContext,
+    NoParams,
     PodAnalysis,
+    PodCheck,
+    RawParams,
     Violation,
     command_line,
     env_value,
     flag_values,
+    no_params,
 )
 from compatcheck.core.cluster import NodeFacts
+from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.knowledge import Architecture
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.versions import Version, parse_compute_capability, parse_version, try_parse_version
+from compatcheck.core.workloads import ContainerTarget
 
 
 def _gpus(facts: list[NodeFacts]) -> str:
@@ -33,56 +40,79 @@ def _gpus(facts: list[NodeFacts]) -> str:
     return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
-def _arch_support(a: PodAnalysis, params: Params) -> Iterator[Violation]:
-    mode = params["mode"]
-    kb = a.ctx.kb
+def _arch_mismatches(a: PodAnalysis, ctx: EvalContext, why: Callable[[Architecture, Version], str | None]
+                     ) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version, list[NodeFacts], str]]:
+    """(container, runtime, its CUDA major.minor, GPUs in scope, reasons) for each GPU container whose CUDA
+    ``why(architecture, cuda)`` objects to on some GPU in scope; ``why`` returns the reason, or None."""
+    kb = ctx.kb
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
         if rt.version is None:
             continue
         cuda = rt.version.major_minor()
         bad: list[NodeFacts] = []
-        arch_names = set()
+        reasons = set()
         for f in a.scope:
             if f.compute_capability is None:
                 continue
             arch = kb.architecture(f.compute_capability)
             if arch is None:
                 continue
-            if mode == "too-new" and arch.first_cuda is not None and cuda < arch.first_cuda.major_minor():
+            reason = why(arch, cuda)
+            if reason is not None:
                 bad.append(f)
-                arch_names.add(f"{arch.name} needs CUDA >= {arch.first_cuda}")
-            elif mode == "dropped" and arch.removed_in is not None and cuda >= arch.removed_in.major_minor():
-                bad.append(f)
-                arch_names.add(f"{arch.name} support was removed in CUDA {arch.removed_in}")
-        if not bad:
-            continue
-        why = "; ".join(sorted(arch_names))
-        if mode == "too-new":
-            msg = (f"image CUDA {cuda} ({rt.origin}) predates the GPU {_gpus(bad)}: {why}; code built with it "
-                   "carries no kernels for this GPU")
-        else:
-            msg = f"image CUDA {cuda} ({rt.origin}) no longer supports the GPU {_gpus(bad)}: {why}"
-        yield Violation(msg, rt.pointer, c.name)
+                reasons.add(reason)
+        if bad:
+            yield c, rt, cuda, bad, "; ".join(sorted(reasons))
 
 
-register(CheckType(
-    name="gpu-arch-support",
-    description="Compares each GPU container's CUDA with the first and last CUDA releases that support the "
-                "compute capability of the GPUs it can land on.",
-    target="pod",
-    params_schema={"type": "object", "additionalProperties": False, "required": ["mode"],
-                   "properties": {"mode": {"enum": ["too-new", "dropped"],
-                                           "description": "too-new: GPU newer than the image's CUDA; "
-                                                          "dropped: CUDA no longer supports the GPU."}}},
-    evaluate=_arch_support,
+def _predates(arch: Architecture, cuda: Version) -> str | None:
+    if arch.first_cuda is not None and cuda < arch.first_cuda.major_minor():
+        return f"{arch.name} needs CUDA >= {arch.first_cuda}"
+    return None
+
+
+def _dropped(arch: Architecture, cuda: Version) -> str | None:
+    if arch.removed_in is not None and cuda >= arch.removed_in.major_minor():
+        return f"{arch.name} support was removed in CUDA {arch.removed_in}"
+    return None
+
+
+def _arch_too_new(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _predates):
+        yield Violation(f"image CUDA {cuda} ({rt.origin}) predates the GPU {_gpus(bad)}: {why}; code built with it "
+                        "carries no kernels for this GPU", rt.pointer, c.name)
+
+
+def _arch_dropped(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _dropped):
+        yield Violation(f"image CUDA {cuda} ({rt.origin}) no longer supports the GPU {_gpus(bad)}: {why}",
+                        rt.pointer, c.name)
+
+
+register(PodCheck(
+    name="gpu-arch-too-new",
+    description="Compares each GPU container's CUDA with the first CUDA release that supports the compute "
+                "capability of the GPUs it can land on (GPU newer than the image's CUDA).",
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_arch_too_new,
+))
+register(PodCheck(
+    name="gpu-arch-dropped",
+    description="Compares each GPU container's CUDA with the CUDA release that removed support for the compute "
+                "capability of the GPUs it can land on.",
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_arch_dropped,
 ))
 
-_SOURCE_SCHEMA: dict[str, Any] = {
+_SOURCE_SCHEMA: JsonObject = {
     "type": "object", "additionalProperties": False, "required": ["values"],
     "properties": {
-        "flags": {"type": "array", "items": {"type": "string", "pattern": "^-"}, "minItems": 1},
-        "env": {"type": "string", "minLength": 1},
+        "flags": {"type": "array", "items": {"type": "string", "pattern": "^-"}, "minItems": 1,
+                  "description": "Command-line flags whose value names the dtype (--flag=v or --flag v)."},
+        "env": {"type": "string", "minLength": 1, "description": "Env var whose value names the dtype."},
         "values": {"type": "object", "additionalProperties": {"type": "string"},
                    "description": "Flag or env value (lower-case) -> feature in the features table."},
         "fix": {"type": "object", "additionalProperties": {"type": "string"},
@@ -100,13 +130,19 @@ class _DtypeSource:
     fixes: dict[str, str]
 
 
-def _prepare_dtype(params: Params) -> list[_DtypeSource]:
-    return [_DtypeSource(tuple(src["flags"]) if "flags" in src else None, src.get("env"),
-                         {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})))
-            for src in params["sources"]]
+@dataclass(frozen=True)
+class DtypeParams:
+    sources: tuple[_DtypeSource, ...]
 
 
-def _requested_features(c: Any, sources: list[_DtypeSource]) -> Iterator[tuple[str, str, str, str | None]]:
+def _prepare_dtype(raw: RawParams) -> DtypeParams:
+    return DtypeParams(tuple(_DtypeSource(tuple(src["flags"]) if "flags" in src else None, src.get("env"),
+                                          {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})))
+                             for src in raw["sources"]))
+
+
+def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]
+                        ) -> Iterator[tuple[str, str, str, str | None]]:
     """(feature, pointer, what, replacement) for each dtype/quantization the container asks for."""
     argv = command_line(c)
     keys = [k for k in ("command", "args") if isinstance(c.data.get(k), list)]
@@ -130,13 +166,13 @@ def _requested_features(c: Any, sources: list[_DtypeSource]) -> Iterator[tuple[s
                         fixes.get(feature)
 
 
-def _dtype(a: PodAnalysis, sources: list[_DtypeSource]) -> Iterator[Violation]:
+def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Violation]:
     scope = [f for f in a.scope if f.compute_capability is not None]
     if not scope:
         return
-    kb = a.ctx.kb
+    kb = ctx.kb
     for c, _req in a.gpu_containers:
-        for feature, pointer, what, replacement in _requested_features(c, sources):
+        for feature, pointer, what, replacement in _requested_features(c, params.sources):
             need = kb.feature_min_cc(feature)
             if need is None:
                 continue
@@ -150,7 +186,7 @@ def _dtype(a: PodAnalysis, sources: list[_DtypeSource]) -> Iterator[Violation]:
                             pointer, c.name, fix)
 
 
-def _replace_value_fix(c: Any, pointer: str, what: str, replacement: str) -> Fix | None:
+def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement: str) -> Fix | None:
     key, _, idx = pointer[len(c.pointer) + 1:].partition("/")
     if key == "env":
         return Fix(f"set {what.split('=')[0]}={replacement}", Applicability.UNSAFE,
@@ -174,16 +210,17 @@ def _replace_value_fix(c: Any, pointer: str, what: str, replacement: str) -> Fix
     return None
 
 
-register(CheckType(
+register(PodCheck(
     name="dtype-capability",
     description="Finds data types and quantization formats requested through serving flags or env vars and "
                 "compares their minimum compute capability with the GPUs the pod can land on.",
-    target="pod",
     fix_applicability=Applicability.UNSAFE,
     params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
-                   "properties": {"sources": {"type": "array", "items": _SOURCE_SCHEMA, "minItems": 1}}},
-    evaluate=_dtype,
+                   "properties": {"sources": {
+                       "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
+                       "description": "Where containers name data types: flags or env vars, and their values."}}},
     prepare=_prepare_dtype,
+    evaluate=_dtype,
 ))
 
 
@@ -198,23 +235,28 @@ class _Framework:
     env_value: re.Pattern[str]
 
 
-def _prepare_frameworks(params: Params) -> list[_Framework]:
-    return [_Framework(
+@dataclass(frozen=True)
+class FrameworkParams:
+    frameworks: tuple[_Framework, ...]
+
+
+def _prepare_frameworks(raw: RawParams) -> FrameworkParams:
+    return FrameworkParams(tuple(_Framework(
         fw["name"], parse_compute_capability(fw["minComputeCapability"]),
         re.compile(fw["image"]) if "image" in fw else None,
         parse_version(fw["minVersion"], what="minVersion") if "minVersion" in fw else None,
         re.compile(fw["command"]) if "command" in fw else None, fw.get("env"), re.compile(fw.get("envValue", ".*")),
-    ) for fw in params["frameworks"]]
+    ) for fw in raw["frameworks"]))
 
 
-def _framework(a: PodAnalysis, frameworks: list[_Framework]) -> Iterator[Violation]:
+def _framework(a: PodAnalysis, ctx: EvalContext, params: FrameworkParams) -> Iterator[Violation]:
     scope = [f for f in a.scope if f.compute_capability is not None]
     if not scope:
         return
     for c, _req in a.gpu_containers:
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
         argv = " ".join(command_line(c))
-        for fw in frameworks:
+        for fw in params.frameworks:
             if not _framework_matches(c, fw, image or "", argv):
                 continue
             bad = [f for f in scope if f.compute_capability is not None and f.compute_capability < fw.need]
@@ -223,7 +265,7 @@ def _framework(a: PodAnalysis, frameworks: list[_Framework]) -> Iterator[Violati
                                 f"{c.pointer}/image", c.name)
 
 
-def _framework_matches(c: Any, fw: _Framework, image: str, argv: str) -> bool:
+def _framework_matches(c: ContainerTarget, fw: _Framework, image: str, argv: str) -> bool:
     if fw.image is not None:
         m = fw.image.search(image)
         if not m:
@@ -241,31 +283,45 @@ def _framework_matches(c: Any, fw: _Framework, image: str, argv: str) -> bool:
     return False
 
 
-register(CheckType(
+register(PodCheck(
     name="framework-capability",
     description="Recognises serving frameworks (by image, command or env) and compares their minimum compute "
                 "capability with the GPUs the pod can land on.",
-    target="pod",
     params_schema={"type": "object", "additionalProperties": False, "required": ["frameworks"], "properties": {
-        "frameworks": {"type": "array", "minItems": 1, "items": {
+        "frameworks": {"type": "array", "minItems": 1, "description": "Frameworks, how to recognise them, and their "
+                       "minimum compute capability.", "items": {
             "type": "object", "additionalProperties": False, "required": ["name", "minComputeCapability", "source"],
             "properties": {
-                "name": {"type": "string"},
+                "name": {"type": "string", "description": "The framework's name, in messages."},
                 "image": {"type": "string", "description": "regex on the image; (?P<version>) for minVersion"},
-                "minVersion": {"type": "string", "pattern": r"^\d+(\.\d+)*$"},
+                "minVersion": {"type": "string", "pattern": r"^\d+(\.\d+)*$",
+                               "description": "Only images whose (?P<version>) is at least this."},
                 "command": {"type": "string", "description": "regex on command + args"},
-                "env": {"type": "string"}, "envValue": {"type": "string"},
-                "minComputeCapability": {"type": "string", "pattern": r"^\d+\.\d+$"},
-                "source": {"type": "string"},
+                "env": {"type": "string", "description": "Env var that marks the framework."},
+                "envValue": {"type": "string", "description": "regex the env value must match (default any)"},
+                "minComputeCapability": {"type": "string", "pattern": r"^\d+\.\d+$",
+                                         "description": "Lowest compute capability the framework runs on."},
+                "source": {"type": "string", "description": "Where the minimum is documented."},
             }, "oneOf": [{"required": ["image"]}, {"required": ["command"]}, {"required": ["env"]}]}}}},
-    evaluate=_framework,
     prepare=_prepare_frameworks,
+    evaluate=_framework,
 ))
 
 _PINNED_MEM = re.compile(r"^\s*\d+\s*=\s*\d+[KMGT]?\s*$", re.IGNORECASE)
 
 
-def _mps(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+@dataclass(frozen=True)
+class MpsParams:
+    min_compute_capability: Version  # MPS isolation needs Volta
+    min_driver_cuda: Version  # MPS through the device plugin
+
+
+def _prepare_mps(raw: RawParams) -> MpsParams:
+    return MpsParams(parse_compute_capability(raw.get("minComputeCapability", "7.0")),
+                     parse_version(raw.get("minDriverCuda", "11.5"), what="minDriverCuda"))
+
+
+def _mps(a: PodAnalysis, ctx: EvalContext, params: MpsParams) -> Iterator[Violation]:
     for c in a.pod.containers:
         found = env_value(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
         if found is not None:
@@ -292,35 +348,36 @@ def _mps(a: PodAnalysis, params: Params) -> Iterator[Violation]:
     pinned_mps = isinstance(sel, dict) and sel.get("nvidia.com/gpu.sharing-strategy") == "mps"
     if not mps and not pinned_mps:
         return
-    min_cc = parse_compute_capability(params.get("minComputeCapability", "7.0"))
-    min_cuda = try_parse_version(params.get("minDriverCuda", "11.5"))
+    min_cc, min_cuda = params.min_compute_capability, params.min_driver_cuda
     old_gpu = [f for f in mps if f.compute_capability is not None and f.compute_capability < min_cc]
     if old_gpu:
         yield Violation(f"MPS sharing on {_gpus(old_gpu)}: MPS isolation (thread-percentage and memory limits) "
                         f"needs compute capability >= {min_cc} (Volta)", a.pod.pointer, None)
-    old_drv = [f for f in mps if f.driver_cuda is not None and min_cuda is not None and f.driver_cuda < min_cuda]
+    old_drv = [f for f in mps if f.driver_cuda is not None and f.driver_cuda < min_cuda]
     if old_drv:
         drivers = ", ".join(sorted({f.describe_driver() for f in old_drv}))
         yield Violation(f"MPS sharing through the device plugin needs a driver for CUDA >= {min_cuda}; nodes run "
                         f"{drivers}", a.pod.pointer, None)
 
 
-register(CheckType(
+register(PodCheck(
     name="mps-requirements",
     description="Checks MPS env var formats, and that MPS-shared nodes have Volta+ GPUs and recent drivers.",
-    target="pod",
     gpu_only=False,
     params_schema={"type": "object", "additionalProperties": False, "properties": {
-        "minComputeCapability": {"type": "string", "default": "7.0"},
-        "minDriverCuda": {"type": "string", "default": "11.5"}}},
+        "minComputeCapability": {"type": "string", "default": "7.0",
+                                 "description": "Lowest compute capability MPS isolation works on (Volta)."},
+        "minDriverCuda": {"type": "string", "default": "11.5",
+                          "description": "Lowest driver CUDA for MPS through the device plugin."}}},
+    prepare=_prepare_mps,
     evaluate=_mps,
 ))
 
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(?P<profile>.+)$")
 
 
-def _mig(a: PodAnalysis, params: Params) -> Iterator[Violation]:
-    kb = a.ctx.kb
+def _mig(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    kb = ctx.kb
     for c, req in a.gpu_containers:
         for name in req:
             m = _MIG_RESOURCE.match(name)
@@ -328,7 +385,7 @@ def _mig(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                 continue
             profile = m.group("profile")
             ptr = f"{c.pointer}/resources/limits/{name.replace('/', '~1')}"
-            if a.ctx.cluster is not None:
+            if ctx.cluster is not None:
                 offered = [cls for cls in a.placement_classes if cls.facts.resource(name) > 0]
                 if not offered:
                     kinds = sorted({n for cls in a.placement_classes for n, _ in cls.facts.gpu_resources
@@ -347,10 +404,10 @@ def _mig(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                                 f"(known: {', '.join(sorted(kb.all_mig_profiles())[:8])} ...)", ptr, c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="mig-profile",
     description="Checks that each nvidia.com/mig-<profile> request names a profile the GPUs in scope offer.",
-    target="pod",
-    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
     evaluate=_mig,
 ))

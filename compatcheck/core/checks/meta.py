@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from compatcheck.core.checks import register
-from compatcheck.core.checks.base import CheckType, EvalContext, Params, Violation
+from compatcheck.core.checks.base import (
+    NO_PARAMS_SCHEMA,
+    EvalContext,
+    NoParams,
+    ObjectCheck,
+    ObjectTarget,
+    Violation,
+    no_params,
+)
 from compatcheck.core.suppress import IGNORE_ANNOTATION, suppressions
 
 
-def _suppression_reasons(target: Any, ctx: EvalContext, params: Params) -> Iterator[Violation]:
+def _suppression_reasons(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for s in suppressions(target.obj, target.pods):
         if not s.reason:
             where = f" for container {s.container!r}" if s.container else ""
@@ -19,11 +26,11 @@ def _suppression_reasons(target: Any, ctx: EvalContext, params: Params) -> Itera
                             s.container)
 
 
-register(CheckType(
+register(ObjectCheck(
     name="suppression-annotations",
     description="Reads compatcheck.io/ignore[.<container>] annotations and reports suppressions without a reason.",
-    target="object",
     gpu_only=False,
-    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
     evaluate=_suppression_reasons,
 ))

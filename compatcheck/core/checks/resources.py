@@ -1,15 +1,28 @@
 """Check types about resource requests and scheduling: ``extended-resources`` (the API server's own
-rules), ``vcuda-core``, ``sharing-mode``, ``shared-request-size`` and ``node-eligibility``."""
+rules), ``vcuda-core``, ``sharing-mode``, ``shared-request-size``, and with a cluster view ``eligible-node``
+(some node admits the pod and offers its GPU resources) and ``gpu-taint-toleration`` (the pod tolerates
+those nodes' taints)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 from compatcheck.core.checks import register
-from compatcheck.core.checks.base import CheckType, Params, PodAnalysis, Violation, env_value, quantity_int
-from compatcheck.core.cluster import offers_resources, untolerated_taints
-from compatcheck.core.jsonutil import mapping
+from compatcheck.core.checks.base import (
+    NO_PARAMS_SCHEMA,
+    EvalContext,
+    NoParams,
+    PodAnalysis,
+    PodCheck,
+    RawParams,
+    Violation,
+    env_value,
+    no_params,
+    quantity_int,
+)
+from compatcheck.core.cluster import NodeClass, offers_resources, untolerated_taints
+from compatcheck.core.jsonutil import Json, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops
 from compatcheck.core.pointers import escape_token
@@ -26,11 +39,11 @@ def is_extended_resource(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _fmt(q: Any) -> str:
+def _fmt(q: Json) -> str:
     return str(q) if not isinstance(q, str) else q
 
 
-def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+def _extended(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for c in a.pod.containers:
         res = c.data.get("resources")
         if not isinstance(res, dict):
@@ -73,14 +86,14 @@ def _extended(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                                     (PatchOp("replace", ptr, limits[name]),)))
 
 
-register(CheckType(
+register(PodCheck(
     name="extended-resources",
     description="The API server's validation of extended resources: integers, limits required, requests equal "
                 "to limits.",
-    target="pod",
     fix_applicability=Applicability.SAFE,
     gpu_only=False,
-    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
     evaluate=_extended,
 ))
 
@@ -88,7 +101,7 @@ VCUDA_CORE = "tencent.com/vcuda-core"
 VCUDA_MEMORY = "tencent.com/vcuda-memory"
 
 
-def _vcuda(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+def _vcuda(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for c, req in a.gpu_containers:
         if VCUDA_CORE not in req:
             continue
@@ -106,18 +119,18 @@ def _vcuda(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                             f"mode needs both (1 unit of {VCUDA_MEMORY} = 256 MiB)", ptr, c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="vcuda-core",
     description="GPU-Manager's rules for tencent.com/vcuda-core and vcuda-memory.",
-    target="pod",
-    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
     evaluate=_vcuda,
 ))
 
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
 
-def _sharing_modes(a: PodAnalysis, params: Params) -> Iterator[Violation]:
+def _sharing_modes(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for c, req in a.gpu_containers:
         modes = []
         if any(n.startswith("nvidia.com/mig-") for n in req):
@@ -133,20 +146,29 @@ def _sharing_modes(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                             "partitioned or virtualised, not both", f"{c.pointer}/resources", c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="sharing-mode",
     description="Detects containers that combine incompatible GPU sharing mechanisms.",
-    target="pod",
-    params_schema={"type": "object", "additionalProperties": False, "properties": {}},
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
     evaluate=_sharing_modes,
 ))
 
 
-def _shared_gt_one(a: PodAnalysis, params: Params) -> Iterator[Violation]:
-    fail_ts = bool(params.get("timeSlicingFailsRequestsGreaterThanOne", False))
+@dataclass(frozen=True)
+class SharedRequestParams:
+    time_slicing_fails_gt_one: bool  # the time-slicing config sets failRequestsGreaterThanOne
+
+
+def _prepare_shared(raw: RawParams) -> SharedRequestParams:
+    return SharedRequestParams(bool(raw.get("timeSlicingFailsRequestsGreaterThanOne", False)))
+
+
+def _shared_gt_one(a: PodAnalysis, ctx: EvalContext, params: SharedRequestParams) -> Iterator[Violation]:
+    fail_ts = params.time_slicing_fails_gt_one
     sel = a.pod.spec.get("nodeSelector")
     pinned = sel.get("nvidia.com/gpu.sharing-strategy") if isinstance(sel, dict) else None
-    strategies = {f.sharing_strategy for f in a.scope if f.sharing_strategy} if a.ctx.cluster is not None else set()
+    strategies = {f.sharing_strategy for f in a.scope if f.sharing_strategy} if ctx.cluster is not None else set()
     if pinned:
         strategies.add(str(pinned))
     refusing = {s for s in strategies if s == "mps" or (s == "time-slicing" and fail_ts)}
@@ -162,37 +184,45 @@ def _shared_gt_one(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                     "UnexpectedAdmissionError", f"{c.pointer}/resources/limits/{escape_token(name)}", c.name)
 
 
-register(CheckType(
+register(PodCheck(
     name="shared-request-size",
     description="Requests of more than one shared GPU replica where the device plugin fails them.",
-    target="pod",
     params_schema={"type": "object", "additionalProperties": False, "properties": {
         "timeSlicingFailsRequestsGreaterThanOne": {
             "type": "boolean", "default": False,
             "description": "Set true if your time-slicing config sets failRequestsGreaterThanOne (MPS always does)."}}},
+    prepare=_prepare_shared,
     evaluate=_shared_gt_one,
 ))
 
 
-def _eligibility(a: PodAnalysis, params: Params) -> Iterator[Violation]:
-    if a.ctx.cluster is None or not a.is_gpu_pod:
-        return
-    mode = params["mode"]
-    cluster = a.ctx.cluster
+def _offering(a: PodAnalysis) -> tuple[list[NodeClass], list[NodeClass], str]:
+    """The node classes the pod's selectors and affinity admit, those of them that offer its GPU requests, and
+    the requests in words."""
     placed = a.placement_classes
     offering = [c for c in placed if offers_resources(a.pod_requests, c)]
-    wanted = ", ".join(f"{k}: {v}" for k, v in sorted(a.pod_requests.items()))
-    if mode == "no-eligible-node":
-        if offering:
-            return
-        if not placed:
-            why = f"none of the {cluster.node_count} nodes matches its nodeSelector/affinity"
-        else:
-            why = (f"{sum(c.count for c in placed)} nodes match its nodeSelector/affinity but none offers "
-                   f"{wanted}")
-        ptr = a.pod.pointer + ("/nodeSelector" if not placed and "nodeSelector" in a.pod.spec else "")
-        yield Violation(f"no node can run this pod: {why}; it would stay Pending", ptr)
+    return placed, offering, ", ".join(f"{k}: {v}" for k, v in sorted(a.pod_requests.items()))
+
+
+def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    cluster = ctx.cluster
+    if cluster is None or not a.is_gpu_pod:
         return
+    placed, offering, wanted = _offering(a)
+    if offering:
+        return
+    if not placed:
+        why = f"none of the {cluster.node_count} nodes matches its nodeSelector/affinity"
+    else:
+        why = f"{sum(c.count for c in placed)} nodes match its nodeSelector/affinity but none offers {wanted}"
+    ptr = a.pod.pointer + ("/nodeSelector" if not placed and "nodeSelector" in a.pod.spec else "")
+    yield Violation(f"no node can run this pod: {why}; it would stay Pending", ptr)
+
+
+def _taint_toleration(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    if ctx.cluster is None or not a.is_gpu_pod:
+        return
+    _placed, offering, wanted = _offering(a)
     if not offering:
         return
     tolerated = [c for c in offering if not untolerated_taints(a.pod.spec, c)]
@@ -214,15 +244,22 @@ def _eligibility(a: PodAnalysis, params: Params) -> Iterator[Violation]:
                     Fix("add tolerations for the GPU node taints", Applicability.UNSAFE, ops))
 
 
-register(CheckType(
-    name="node-eligibility",
-    description="With a cluster view: whether any node admits the pod (selectors, affinity, GPU resources), and "
-                "whether it tolerates the GPU nodes' taints.",
-    target="pod",
+register(PodCheck(
+    name="eligible-node",
+    description="With a cluster view: whether any node admits the pod (nodeSelector, affinity) and offers the GPU "
+                "resources it requests. Taints are left to gpu-taint-toleration.",
+    needs_nodes=True,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_eligible_node,
+))
+register(PodCheck(
+    name="gpu-taint-toleration",
+    description="With a cluster view: whether the pod tolerates the taints of at least one node that admits it "
+                "and offers its GPU resources; the unsafe fix adds tolerations.",
     needs_nodes=True,
     fix_applicability=Applicability.UNSAFE,
-    fix_modes=("toleration-missing",),
-    params_schema={"type": "object", "additionalProperties": False, "required": ["mode"], "properties": {
-        "mode": {"enum": ["no-eligible-node", "toleration-missing"]}}},
-    evaluate=_eligibility,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_taint_toleration,
 ))
