@@ -27,7 +27,7 @@ from compatcheck.core.cluster import is_gpu_resource
 from compatcheck.core.crl import CrlIndex
 from compatcheck.core.workloads import WORKLOAD_KINDS, api_group
 from compatcheck.io.loader import Loaded
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, admission_review
 
 WORKLOADS = FIXTURES / "_workloads"
 RULE = "cuda-affinity-mismatch"
@@ -215,22 +215,6 @@ def test_lint_finds_exactly_the_expected(linted: dict[str, list[dict[str, Any]]]
 # ---------------------------------------------------------------------------------------------- through the webhook
 
 
-def admission_review(obj: dict[str, Any], uid: str = "kinds") -> dict[str, Any]:
-    """The AdmissionReview the API server sends for creating ``obj`` (kind and resource of its group)."""
-    group, _, version = obj["apiVersion"].rpartition("/")
-    meta = obj["metadata"]
-    request: dict[str, Any] = {
-        "uid": uid, "kind": {"group": group, "version": version, "kind": obj["kind"]},
-        "resource": {"group": group, "version": version, "resource": resource_of(obj["kind"])},
-        "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
-        "name": meta["name"], "operation": "CREATE", "userInfo": {"username": "kubernetes-admin"},
-        "object": obj, "oldObject": None, "dryRun": False,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}
-    if "namespace" in meta:
-        request["namespace"] = meta["namespace"]
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
 def _cut(text: str, limit: int) -> str:
     """Denial lines are cut at ``limit`` characters with an ellipsis (compatcheck.core.admission)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -242,7 +226,7 @@ def offline(loaded: Loaded) -> EvalContext:
 
 
 def _validate(loaded: Loaded, ctx: EvalContext, obj: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
-    body, decision = review(admission_review(obj), "validate", loaded.ruleset, ctx, AdmissionSettings())
+    body, decision = review(admission_review(obj, uid="kinds"), "validate", loaded.ruleset, ctx, AdmissionSettings())
     assert decision.internal_error is None
     return body["response"], decision.findings
 

@@ -22,10 +22,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from ruamel.yaml import YAML
 
-from tests.conftest import FIXTURES, ROOT, SHARED
-
-RECORDED = SHARED / "fixtures" / "admission"
+from tests.conftest import FIXTURES, ROOT, admission_review, shared_files
 
 
 def free_port() -> int:
@@ -102,15 +101,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s.proc.wait(timeout=30)
 
 
-def review_body(name: str) -> bytes:
-    path = RECORDED / name
-    if not path.exists():
-        pytest.skip("recorded AdmissionReviews are not beside the checkout")
-    return path.read_bytes()
+def example_review(name: str) -> bytes:
+    """examples/manifests/<name> as the API server sends it for creation (in ``default`` when it names no
+    namespace): the server runs with examples/cluster-profile.yaml and the CRLs of crl-default-missing."""
+    obj = YAML(typ="safe").load((ROOT / "examples" / "manifests" / name).read_text())
+    obj["metadata"].setdefault("namespace", "default")
+    return json.dumps(admission_review(obj)).encode()
 
 
-@pytest.mark.parametrize("path", sorted(RECORDED.glob("*.json")) if RECORDED.exists() else [],
-                         ids=lambda p: p.name)
+def _gpu_pod_review() -> bytes:
+    """A GPU Pod's AdmissionReview, for tests where any valid review will do."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rot", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    return json.dumps(admission_review(pod, uid="rotation")).encode()
+
+
+DENIED = "vllm-bf16-on-t4.yaml"  # --dtype=bfloat16 on the T4 pool: denied (dtype-unsupported-by-gpu)
+PATCHED = "paddle-gpu-manager.yaml"  # Paddle on GPU-Manager vGPU: allocator env and CRL default patched in
+
+
+@pytest.mark.parametrize("path", shared_files("fixtures/admission", "*.json"))
 def test_recorded_requests_over_https(server: Server, path: Path) -> None:
     body = json.loads(path.read_text())
     for endpoint in ("/validate", "/mutate"):
@@ -124,10 +135,10 @@ def test_recorded_requests_over_https(server: Server, path: Path) -> None:
 
 
 def test_deny_warn_and_patch_over_https(server: Server) -> None:
-    status, resp = server.post("/validate", review_body("0016-Deployment-CREATE.json"))
+    status, resp = server.post("/validate", example_review(DENIED))
     assert status == 200 and resp["response"]["allowed"] is False
     assert resp["response"]["status"]["code"] == 403
-    status, resp = server.post("/mutate", review_body("0003-Deployment-CREATE.json"))
+    status, resp = server.post("/mutate", example_review(PATCHED))
     ops = json.loads(base64.b64decode(resp["response"]["patch"]))
     assert resp["response"]["patchType"] == "JSONPatch"
     assert {"op": "add", "path": "/spec/template/spec/containers/0/env",
@@ -151,7 +162,7 @@ def test_malformed_bodies_get_400(server: Server, body: bytes, status: int, mess
 def test_json_that_orjson_refuses_is_still_answered(server: Server, endpoint: str) -> None:
     """Integers past 64 bits, NaN and lone surrogates: valid for the json module, refused by orjson. The fast
     path falls back, so such a body gets the same AdmissionReview answer, never a 400 or a 500."""
-    body = json.loads(review_body("0016-Deployment-CREATE.json"))
+    body = json.loads(example_review(DENIED))
     body["request"]["object"]["metadata"]["annotations"] = {"huge": 2**70, "nan": float("nan"), "s": "\ud800"}
     body["request"]["object"]["spec"]["revisionHistoryLimit"] = 2**70
     got, resp = server.post(endpoint, json.dumps(body).encode())
@@ -164,7 +175,7 @@ def test_oversized_body_is_refused(server: Server) -> None:
     big = b'{"pad": "' + b"x" * (3 * 1024 * 1024 + 10) + b'"}'
     got, _resp = server.post("/validate", big)
     assert got == 413
-    got, _ = server.post("/validate", review_body("0002-Pod-CREATE.json"))
+    got, _ = server.post("/validate", _gpu_pod_review())
     assert got == 200
 
 
@@ -201,8 +212,8 @@ def test_health_ready_and_metrics(server: Server) -> None:
         c.request("GET", path)
         r = c.getresponse()
         assert r.status == 200 and r.read().startswith(b"ok")
-    server.post("/validate", review_body("0016-Deployment-CREATE.json"))
-    odd = json.loads(review_body("0016-Deployment-CREATE.json"))
+    server.post("/validate", example_review(DENIED))
+    odd = json.loads(example_review(DENIED))
     odd["request"]["kind"]["kind"] = odd["request"]["object"]["kind"] = "Made-Up-Kind-" + "x" * 40
     server.post("/validate", json.dumps(odd).encode())
     text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
@@ -224,17 +235,6 @@ def test_private_key_is_0600(server: Server) -> None:
 
 def _fingerprint(der: bytes | None) -> str:
     return hashlib.sha256(der or b"").hexdigest()
-
-
-def _gpu_pod_review() -> bytes:
-    """A GPU Pod's AdmissionReview, built here (not a recorded one): the test runs without ../shared."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rot", "namespace": "default"},
-           "spec": {"containers": [{"name": "main", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
-                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "rotation", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
-        "namespace": "default", "object": pod}}).encode()
 
 
 def _wait(cond: Any, what: str, timeout: float = 20.0) -> None:
@@ -322,7 +322,7 @@ def test_certificate_rotation_under_load(tmp_path: Path) -> None:
 
 def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path: Path) -> None:
     s = start(tmp_path)
-    body = review_body("0016-Deployment-CREATE.json")
+    body = example_review(DENIED)
     ctx = s.context()
     raw = socket.create_connection(("127.0.0.1", s.port))
     tls = ctx.wrap_socket(raw, server_hostname="localhost")
