@@ -1,8 +1,10 @@
-"""Shared test helpers: the loaded built-in rules (validated once) and paths."""
+"""Shared test helpers: the loaded built-in rules (validated once), paths, AdmissionReviews as the API server
+builds them, and what comes from ``../shared`` beside the checkout (tests that need it skip, naming the path)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +13,39 @@ from compatcheck.io.loader import Loaded, load_rules
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SHARED = ROOT.parent / "shared"
+
+
+def shared(rel: str) -> Path:
+    """``../shared/<rel>``, or a skip that names it (the README's Development section lists these tests)."""
+    path = SHARED / rel
+    if not path.exists():
+        pytest.skip(f"../shared/{rel} is not beside the checkout")
+    return path
+
+
+def shared_files(rel: str, pattern: str) -> list[Any]:
+    """Parameters for each file of ``../shared/<rel>`` matching ``pattern``; one skipped parameter naming the
+    directory when it is not there (an empty parameter set would skip without saying what is missing)."""
+    directory = SHARED / rel
+    if not directory.is_dir():
+        return [pytest.param(None, id="missing", marks=pytest.mark.skip(
+            reason=f"../shared/{rel} is not beside the checkout"))]
+    return [pytest.param(p, id=p.name) for p in sorted(directory.glob(pattern))]
+
+
+def admission_review(obj: dict[str, Any], uid: str = "u-1", operation: str = "CREATE") -> dict[str, Any]:
+    """The AdmissionReview the API server sends for ``obj`` (its kind and resource, the lower-case plural)."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    meta = obj.get("metadata", {})
+    kind = {"group": group, "version": version, "kind": obj["kind"]}
+    resource = {"group": group, "version": version, "resource": obj["kind"].lower() + "s"}
+    request: dict[str, Any] = {
+        "uid": uid, "kind": kind, "resource": resource, "requestKind": kind, "name": meta.get("name"),
+        "operation": operation, "userInfo": {"username": "kubernetes-admin"}, "object": obj, "oldObject": None,
+        "dryRun": False, "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}
+    if "namespace" in meta:
+        request["namespace"] = meta["namespace"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
 @pytest.fixture(scope="session")
@@ -23,9 +58,7 @@ def helm_dir() -> str:
     """A real helm binary (../shared/tools/get-helm), installed once into the ignored .tools/ directory."""
     import subprocess
 
-    tool = SHARED / "tools" / "get-helm"
-    if not tool.exists():
-        pytest.skip("../shared/tools/get-helm is not beside the checkout")
+    tool = shared("tools/get-helm")
     dest = ROOT / ".tools"
     out = subprocess.run(["bash", str(tool), str(dest)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr

@@ -203,8 +203,8 @@ def test_webhook_scope(helm: str) -> None:
     (mut,) = by_kind(objs, "MutatingWebhookConfiguration")
     names = [w["name"] for w in val["webhooks"]]
     assert names == ["pods.validate.compatcheck.io", "workloads.validate.compatcheck.io",
-                     "cronjobs.validate.compatcheck.io", "custom-resources.validate.compatcheck.io",
-                     "crl-configmaps.validate.compatcheck.io"]
+                     "cronjobs.validate.compatcheck.io", "podtemplates.validate.compatcheck.io",
+                     "custom-resources.validate.compatcheck.io", "crl-configmaps.validate.compatcheck.io"]
     pods = val["webhooks"][0]
     excluded = pods["namespaceSelector"]["matchExpressions"][0]
     assert excluded["operator"] == "NotIn" and excluded["values"] == ["kube-system", "kube-node-lease",
@@ -338,3 +338,84 @@ def test_match_conditions_select_gpu_objects_and_crls(helm: str, webhook: str, o
     (cond,) = wh["matchConditions"]
     program = env.program(env.compile(cond["expression"]))
     assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is sent
+
+
+# ---------------------------------------------------------------------------------------------- routing = the table
+
+# The table's kinds that are cluster-scoped (every other one is namespaced).
+CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime")}
+# Groups of the table that no supported API server serves: extensions/v1beta1 workloads went in Kubernetes 1.16.
+# The table keeps them for old manifests in the linter; the API server sends their apps/v1 equivalents
+# (matchPolicy: Equivalent).
+NOT_SERVED_GROUPS = {"extensions"}
+
+
+def table_routes() -> dict[tuple[str, str], str]:
+    """What the chart must route, from the table (the source of truth): (group, resource) -> scope of every kind
+    that carries a pod spec. Resources are the kinds' lower-case plurals (fixtures/_workloads is named by them)."""
+    from compatcheck.core.workloads import WORKLOAD_KINDS
+
+    return {(g, wk.kind.lower() + "s"): "Cluster" if (g, wk.kind) in CLUSTER_SCOPED_KINDS else "Namespaced"
+            for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups if g not in NOT_SERVED_GROUPS}
+
+
+def chart_routes(cfg: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """(group, resource) -> the scopes a webhook configuration sends it for, without the CRL ConfigMap webhook."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for wh in cfg["webhooks"]:
+        if wh["name"].startswith("crl-configmaps."):
+            continue
+        for rule in wh["rules"]:
+            assert set(rule["operations"]) == {"CREATE", "UPDATE"}, wh["name"]
+            for g in rule["apiGroups"]:
+                for r in rule["resources"]:
+                    out.setdefault((g, r), set()).add(rule["scope"])
+    return out
+
+
+@pytest.mark.parametrize("kind", ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"])
+def test_webhooks_route_exactly_the_kinds_of_the_workload_table(helm: str, kind: str) -> None:
+    """The chart's rules plus the webhook.customResources default: every kind the table knows a pod spec for, in
+    its scope, and nothing else (a kind the table does not know would be sent for nothing)."""
+    (cfg,) = by_kind(template(helm), kind)
+    routes = chart_routes(cfg)
+    want = table_routes()
+    assert set(routes) == set(want), {"not routed": sorted(set(want) - set(routes)),
+                                      "not in the table": sorted(set(routes) - set(want))}
+    wrong = {k: (sorted(routes[k]), want[k]) for k in want if routes[k] not in ({want[k]}, {"*"})}
+    assert wrong == {}, "routed in the wrong scope"
+
+
+def _matching(cfg: dict[str, Any], obj: dict[str, Any]) -> list[dict[str, Any]]:
+    from compatcheck.core.workloads import api_group
+
+    group, resource = api_group(obj["apiVersion"]), obj["kind"].lower() + "s"
+    return [wh for wh in cfg["webhooks"] if any(group in r["apiGroups"] and resource in r["resources"]
+                                                for r in wh["rules"])]
+
+
+def test_each_kind_reaches_one_webhook_whose_cel_sends_it(helm: str) -> None:
+    """Each failing manifest of fixtures/_workloads (as the API server would receive it) is matched by exactly one
+    webhook of each configuration, whose matchConditions (CEL, evaluated here with a CEL implementation) send
+    it; the same object without its GPU requests is not sent where the webhook has a CEL filter."""
+    celpy = pytest.importorskip("celpy")
+    from tests.test_workload_kinds import WORKLOADS, load
+
+    objs = template(helm)
+    env = celpy.Environment()
+    checked = 0
+    for path in sorted(WORKLOADS.glob("*.yaml")):
+        obj = load(path.name)
+        if obj["apiVersion"].startswith("extensions/") or path.name.startswith("inferencegraphs."):
+            continue  # never served / no pod spec: not routed (test above)
+        for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            (cfg,) = by_kind(objs, kind)
+            hooks = _matching(cfg, obj)
+            assert len(hooks) == 1, (path.name, kind, [w["name"] for w in hooks])
+            for cond in hooks[0].get("matchConditions", []):
+                program = env.program(env.compile(cond["expression"]))
+                assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is True, (path.name, cond["name"])
+                cpu = json.loads(json.dumps(obj).replace('"nvidia.com/gpu"', '"cpu"'))
+                assert bool(program.evaluate(celpy.json_to_cel({"object": cpu}))) is False, (path.name, cond["name"])
+            checked += 1
+    assert checked == 2 * len(table_routes())  # one manifest per routed resource

@@ -1,22 +1,29 @@
 """Per-rule fixtures, discovered from the filesystem (fixtures/<rule-id>/{pass,fail,fixed}.<case>.yaml).
 
 Each case runs with only its rule enabled. Context comes from ``nodes.yaml`` / ``nodes.<case>.yaml``
-(a node list or ClusterProfile) and ``crl.yaml`` beside the cases. Every ``fail`` must produce a finding
-of the rule, every ``pass`` none, and every ``fixed`` golden must equal the fail case after its fixes
-and lint clean of the rule.
+(a node list or ClusterProfile) and ``crl.yaml`` beside the cases. Every ``pass`` must produce no finding.
+Every ``fail`` must produce exactly the findings of its golden ``fail.<case>.findings.json`` (object, rule,
+severity, pointer, container, message, and the fix's applicability and description, or null), and every
+``fixed`` golden must equal the fail case after its fixes and lint clean of the rule.
+
+``COMPATCHECK_UPDATE_GOLDENS=1 pytest tests/test_fixtures.py`` writes the findings goldens from what the
+rules say now (new cases, changed messages); review the diff before committing it. ``COMPATCHECK_RULE=<id>``
+runs one rule's fixtures only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.engine import evaluate
-from compatcheck.core.model import Applicability
+from compatcheck.core.model import Applicability, Finding
 from compatcheck.core.patches import apply_fixes
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
@@ -28,6 +35,7 @@ CASES = sorted(
     if p.name.split(".", 1)[0] in ("pass", "fail") and not p.parent.name.startswith("_")
 )
 ONLY = os.environ.get("COMPATCHECK_RULE")
+UPDATE_GOLDENS = os.environ.get("COMPATCHECK_UPDATE_GOLDENS") == "1"
 
 
 def _objects(path: Path) -> list[dict]:
@@ -68,6 +76,7 @@ def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path)
         return
     assert findings, f"{path.name}: expected a {rule_id} finding"
     assert all(f.rule_id == rule_id for f in findings)
+    _compare_golden(path.with_name(f"fail.{case}.findings.json"), findings)
     fixed_path = path.with_name(f"fixed.{case}.yaml")
     fixable = [f for f in findings if f.fix is not None]
     if not fixed_path.exists():
@@ -80,6 +89,32 @@ def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path)
     assert fixed_objects == _objects(fixed_path)
     for obj in fixed_objects:
         assert evaluate(obj, [rule], ctx).findings == []
+
+
+def _as_golden(findings: list[Finding]) -> list[dict[str, Any]]:
+    return [{"object": f.obj.describe(), "rule": f.rule_id, "severity": f.severity.value, "pointer": f.pointer,
+             "container": f.container, "message": f.message,
+             "fix": None if f.fix is None else {"applicability": f.fix.applicability.value,
+                                                "description": f.fix.description}}
+            for f in findings]
+
+
+def _compare_golden(golden: Path, findings: list[Finding]) -> None:
+    got = _as_golden(findings)
+    if UPDATE_GOLDENS:
+        golden.write_text(json.dumps(got, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
+    assert golden.exists(), (f"{golden.relative_to(FIXTURES)} is missing: COMPATCHECK_UPDATE_GOLDENS=1 pytest "
+                             "tests/test_fixtures.py writes it; review it before committing")
+    assert got == json.loads(golden.read_text(encoding="utf-8")), (
+        f"findings differ from {golden.relative_to(FIXTURES)} (COMPATCHECK_UPDATE_GOLDENS=1 rewrites it)")
+
+
+def test_every_findings_golden_has_its_fail_case() -> None:
+    stray = [str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("*/*.findings.json")
+             if not p.with_name(p.name.removesuffix(".findings.json") + ".yaml").exists()
+             or not p.name.startswith("fail.")]
+    assert not stray, f"findings goldens without a fail.<case>.yaml: {stray}"
 
 
 def test_every_rule_has_pass_and_fail_fixtures(loaded: Loaded) -> None:

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT, shared
 
 VLLM = ROOT / "examples" / "manifests" / "vllm-bf16-on-t4.yaml"
 PROFILE = ROOT / "examples" / "cluster-profile.yaml"
@@ -35,9 +35,7 @@ def cc(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
 
 def test_sarif_is_valid_2_1_0_with_rule_metadata_and_regions(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema_path = SHARED / "reference" / "sarif-schema-2.1.0.json"
-    if not schema_path.exists():
-        pytest.skip("SARIF schema not beside the checkout")
+    schema_path = shared("reference/sarif-schema-2.1.0.json")
     proc = cc("lint", "examples/manifests", "--nodes", str(PROFILE), "--format", "sarif")
     assert proc.returncode == 1
     sarif = json.loads(proc.stdout)

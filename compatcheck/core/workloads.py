@@ -57,7 +57,7 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(("",), "PodTemplate", _t("/template")),
     WorkloadKind(("",), "ReplicationController", _t("/spec/template")),
     WorkloadKind(("apps", "extensions"), "Deployment", _t("/spec/template")),
-    WorkloadKind(("apps", "extensions"), "StatefulSet", _t("/spec/template")),
+    WorkloadKind(("apps",), "StatefulSet", _t("/spec/template")),  # extensions/v1beta1 never served it
     WorkloadKind(("apps", "extensions"), "DaemonSet", _t("/spec/template")),
     WorkloadKind(("apps", "extensions"), "ReplicaSet", _t("/spec/template")),
     WorkloadKind(("batch",), "Job", _t("/spec/template")),

@@ -711,6 +711,103 @@ def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, c
     kapi.kubectl("delete", "configmap", "-n", "kube-public", plain["metadata"]["name"])
 
 
+# ---------------------------------------------------------------------------------------------- every kind of the table
+
+# fixtures/_workloads: one failing GPU manifest per kind of the workload table (tests/test_workload_kinds.py), each
+# applied here with --dry-run=server through the chart's own webhook configurations. Not applied: the
+# extensions/v1beta1 ones (no API server serves that group any more) and the InferenceGraph (no pod spec, not
+# routed). Custom resources get a CRD each, with an open schema: the API server then matches them against the
+# chart's rules (scope included: ClusterServingRuntime is cluster-scoped) as it would in a cluster running the
+# operator.
+BUILTIN_GROUPS = ("", "apps", "batch")
+CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime"}
+
+
+def workload_manifests(*, builtin: bool) -> list[Any]:
+    from compatcheck.core.workloads import api_group
+    from tests.test_workload_kinds import EXPECTED, GAPS, load
+
+    out: list[Any] = []
+    for name in sorted(EXPECTED):
+        obj = load(name)
+        group = api_group(obj["apiVersion"])
+        if group == "extensions" or not EXPECTED[name] or (group in BUILTIN_GROUPS) != builtin:
+            continue
+        out.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=GAPS[name])) if name in GAPS
+                   else name)
+    return out
+
+
+@pytest.fixture(scope="module")
+def crds(kapi: KubeAPIServer) -> Iterator[None]:
+    """A CRD with an open schema for every custom resource of fixtures/_workloads, removed at the end."""
+    from tests.test_workload_kinds import load, resource_of
+
+    names, items = [], []
+    for param in workload_manifests(builtin=False):
+        name = param if isinstance(param, str) else param.values[0]
+        obj = load(name)
+        group, version = obj["apiVersion"].split("/")
+        plural = resource_of(obj["kind"])
+        names.append(f"{plural}.{group}")
+        items.append({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                      "metadata": {"name": f"{plural}.{group}", "labels": {"compatcheck-e2e": "kinds"}},
+                      "spec": {"group": group, "scope": "Cluster" if obj["kind"] in CLUSTER_SCOPED_KINDS
+                               else "Namespaced",
+                               "names": {"kind": obj["kind"], "plural": plural, "singular": obj["kind"].lower(),
+                                         "listKind": obj["kind"] + "List"},
+                               "versions": [{"name": version, "served": True, "storage": True, "schema": {
+                                   "openAPIV3Schema": {"type": "object",
+                                                       "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    try:
+        kapi.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+        yield
+    finally:
+        kapi.kubectl("delete", "crd", "--wait=false", "-l", "compatcheck-e2e=kinds")
+
+
+def _denied_through_the_chart(kapi: KubeAPIServer, chart: Install, name: str, hook: str) -> None:
+    """``name`` applied with --dry-run=server is denied by the chart's ``hook`` webhook with (at least) the
+    findings tests/test_workload_kinds.py expects of it offline; the live view may add its own (here the R470
+    pin matches only the GPU-Manager pool, which offers no nvidia.com/gpu: gpu-no-eligible-node)."""
+    from tests.test_workload_kinds import EXPECTED, RULE, load
+
+    obj = load(name)
+    meta = obj["metadata"]
+    args: list[str] = []
+    if obj["kind"] not in CLUSTER_SCOPED_KINDS:
+        ns = namespace(kapi.client(), "chart-kinds")
+        meta["namespace"] = ns
+        args = ["-n", ns]
+    where = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+    out = kapi.kubectl("apply", *args, "--dry-run=server", "-f", "-", stdin=json.dumps(obj), check=False)
+    assert (out.returncode, out.stdout) == (1, ""), out.stderr
+    head = (f'Error from server (Forbidden): error when creating "STDIN": admission webhook "{hook}.validate.'
+            f'compatcheck.io" denied the request: compatcheck denied {obj["kind"]} {where}:\n')
+    assert out.stderr.startswith(head), out.stderr
+    lines = out.stderr[len(head):].splitlines()
+    for _pointer, _container, message in EXPECTED[name]:
+        line = f"- {RULE}: {message}"
+        assert (line if len(line) <= 200 else line[:199] + "…") in lines, out.stderr
+
+
+@pytest.mark.parametrize("name", workload_manifests(builtin=True))
+def test_every_builtin_kind_of_the_table_is_denied_through_the_chart(kapi: KubeAPIServer, chart: Install,
+                                                                      name: str) -> None:
+    from tests.test_workload_kinds import load
+
+    kind = load(name)["kind"]
+    hook = {"Pod": "pods", "CronJob": "cronjobs", "PodTemplate": "podtemplates"}.get(kind, "workloads")
+    _denied_through_the_chart(kapi, chart, name, hook)
+
+
+@pytest.mark.parametrize("name", workload_manifests(builtin=False))
+def test_every_custom_kind_of_the_table_is_denied_through_the_chart(kapi: KubeAPIServer, chart: Install,
+                                                                     crds: None, name: str) -> None:
+    _denied_through_the_chart(kapi, chart, name, "custom-resources")
+
+
 def test_a_webhook_down_refuses_gpu_objects_only(kapi: KubeAPIServer, chart: Install) -> None:
     """The chart's failure policies with its webhook unreachable: validation is Fail, so a GPU object is
     refused rather than let through unchecked, while the matchConditions keep every other object out of the

@@ -19,9 +19,7 @@ from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Severity
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
-from tests.conftest import FIXTURES, ROOT, SHARED
-
-RECORDED = SHARED / "fixtures" / "admission"
+from tests.conftest import FIXTURES, ROOT, shared, shared_files
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +33,8 @@ def ctx(loaded: Loaded) -> EvalContext:
 
 
 def recorded(name: str) -> dict[str, Any]:
-    path = RECORDED / name
-    if not path.exists():
-        pytest.skip("recorded AdmissionReviews are not beside the checkout")
-    return json.loads(path.read_text())
+    """A real AdmissionReview recorded from a cluster (../shared/fixtures/admission)."""
+    return json.loads(shared(f"fixtures/admission/{name}").read_text())  # type: ignore[no-any-return]
 
 
 def request(obj: dict[str, Any] | None, *, operation: str = "CREATE", old: dict[str, Any] | None = None,
@@ -75,8 +71,7 @@ def patched(body: dict[str, Any], resp: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ recorded requests
 
 
-@pytest.mark.parametrize("path", sorted(RECORDED.glob("*.json")) if RECORDED.exists() else [],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_files("fixtures/admission", "*.json"))
 @pytest.mark.parametrize("endpoint", ["validate", "mutate"])
 def test_every_recorded_request_gets_a_valid_answer(loaded: Loaded, ctx: EvalContext, path: Path,
                                                     endpoint: str) -> None:

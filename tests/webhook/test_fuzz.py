@@ -13,9 +13,8 @@ import pytest
 from compatcheck.core.admission import AdmissionSettings, ReviewError, review
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.io.loader import Loaded, load_nodes
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT, shared
 
-RECORDED = SHARED / "fixtures" / "admission"
 ODD: list[Any] = [None, 0, -1, 1.5, 10**30, "", "x", "12.x", True, [], [1, "a"], {}, {"a": None}, "0.5", "-3"]
 
 
@@ -51,11 +50,10 @@ def ctx(loaded: Loaded) -> EvalContext:
     return EvalContext(loaded.kb, cluster)
 
 
-@pytest.mark.skipif(not RECORDED.exists(), reason="recorded AdmissionReviews are not beside the checkout")
 @pytest.mark.parametrize("seed", range(12))
 def test_mutated_reviews_never_break_a_rule(loaded: Loaded, ctx: EvalContext, seed: int) -> None:
     rng = random.Random(seed)
-    bodies = [json.loads(p.read_text()) for p in sorted(RECORDED.glob("*.json"))]
+    bodies = [json.loads(p.read_text()) for p in sorted(shared("fixtures/admission").glob("*.json"))]
     for body in bodies:
         for _ in range(8):
             mutated = mutate(body, rng)

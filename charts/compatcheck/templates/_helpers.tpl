@@ -51,11 +51,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   rules:
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [cronjobs]}
   cel: {{ printf "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) && has(object.spec.jobTemplate.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.jobTemplate.spec.template.spec") | quote }}
+- name: podtemplates
+  rules:
+    - {apiGroups: [""], apiVersions: ["v1"], resources: [podtemplates]}
+  cel: {{ printf "has(object.template) && has(object.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.template.spec") | quote }}
 {{- if .Values.webhook.customResources }}
 - name: custom-resources
   rules:
 {{- range .Values.webhook.customResources }}
-    - {apiGroups: {{ toJson .apiGroups }}, apiVersions: ["*"], resources: {{ toJson .resources }}}
+    - {apiGroups: {{ toJson .apiGroups }}, apiVersions: ["*"], resources: {{ toJson .resources }}, scope: {{ .scope | default "Namespaced" }}}
 {{- end }}
   cel: ""
 {{- end }}
