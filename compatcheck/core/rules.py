@@ -13,7 +13,7 @@ from typing import Any
 
 from compatcheck.core import checks
 from compatcheck.core.checks.base import CheckType, UnknownCheckType
-from compatcheck.core.model import Applicability, Severity
+from compatcheck.core.model import Applicability, Diagnostic, DiagnosticKind, Severity
 
 
 class ParamsError(ValueError):
@@ -57,15 +57,9 @@ class Rule:
         return self.check.fix_applicability
 
 
-@dataclass(frozen=True)
-class RuleProblem:
-    path: str
-    pointer: str
-    message: str
-    line: int | None = None
-
-
-def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+def schema_problems(doc: Any, schema: dict[str, Any], path: str,
+                    kind: DiagnosticKind = "rules") -> list[Diagnostic]:
+    """Every way ``doc`` breaks ``schema``, as errors of ``kind`` with a pointer (the caller adds the line)."""
     from jsonschema import Draft202012Validator  # lazy: only when validating
 
     out = []
@@ -77,13 +71,13 @@ def schema_problems(doc: dict[str, Any], schema: dict[str, Any], path: str) -> l
             if extra:
                 pointer += "/" + str(extra[0]).replace("~", "~0").replace("/", "~1")
         msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
-        out.append(RuleProblem(path, pointer, f"{pointer or '/'}: {msg}"))
+        out.append(Diagnostic(path, f"{pointer or '/'}: {msg}", pointer=pointer, kind=kind))
     return out
 
 
 def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: bool,
-               rule_schema: dict[str, Any] | None = None) -> tuple[Rule | None, list[RuleProblem]]:
-    problems: list[RuleProblem] = []
+               rule_schema: dict[str, Any] | None = None) -> tuple[Rule | None, list[Diagnostic]]:
+    problems: list[Diagnostic] = []
     if validate and rule_schema is not None:
         problems = schema_problems(doc, rule_schema, origin)
         if problems:
@@ -91,12 +85,12 @@ def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: boo
     try:
         check_type = checks.get(doc["check"]["type"])
     except UnknownCheckType as exc:
-        return None, [RuleProblem(origin, "/check/type", str(exc))]
+        return None, [Diagnostic(origin, str(exc), pointer="/check/type", kind="rules")]
     params = dict(doc["check"].get("params") or {})
     if validate:
         for p in schema_problems(params, check_type.params_schema, origin):
-            problems.append(RuleProblem(origin, "/check/params" + p.pointer,
-                                        f"check {check_type.name} params: {p.message}"))
+            problems.append(Diagnostic(origin, f"check {check_type.name} params: {p.message}",
+                                       pointer="/check/params" + p.pointer, kind="rules"))
         if problems:
             return None, problems
     docs = doc["docs"]
@@ -104,7 +98,7 @@ def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: boo
         rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
                     docs["remediation"], tuple(docs["references"]), origin, builtin)
     except ParamsError as exc:
-        return None, [RuleProblem(origin, "/check/params", str(exc))]
+        return None, [Diagnostic(origin, str(exc), pointer="/check/params", kind="rules")]
     return rule, []
 
 

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from compatcheck.core.model import Finding
+from compatcheck.core.model import Diagnostic, Finding
 
 Key = tuple[str, str, str, str, str, str]
 
@@ -34,7 +34,11 @@ def dump(findings: list[Finding]) -> str:
 
 
 class BaselineError(ValueError):
-    pass
+    """A baseline file that cannot be used: its problems, as diagnostics of kind ``baseline``."""
+
+    def __init__(self, problems: list[Diagnostic]) -> None:
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
+        self.problems = problems
 
 
 def load(path: str) -> Counter[Key]:
@@ -42,9 +46,9 @@ def load(path: str) -> Counter[Key]:
         with open(path, encoding="utf-8") as fh:
             data: Any = json.load(fh)
     except (OSError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read baseline: {exc}") from None
+        raise BaselineError([Diagnostic(path, f"cannot read baseline: {exc}", kind="baseline")]) from None
     if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("findings"), list):
-        raise BaselineError(f"{path}: not a compatcheck baseline (version 1)")
+        raise BaselineError([Diagnostic(path, "not a compatcheck baseline (version 1)", kind="baseline")])
     out: Counter[Key] = Counter()
     for e in data["findings"]:
         if isinstance(e, dict):

@@ -398,7 +398,7 @@ class LiveView:
             index, invalid = build_index(crls)
             for obj, problems in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
-                          name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
+                          name=(obj.get("metadata") or {}).get("name"), error=problems[0].message)
             self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)

@@ -1,0 +1,116 @@
+"""One diagnostic type (issue #11): every problem that is not a finding, in every layer, is a ``Diagnostic`` with
+where it is, how bad it is and what kind of input it concerns, and the CLI prints them one way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compatcheck.core.config import Config, ConfigError, apply_to_ruleset
+from compatcheck.core.crl import build_index
+from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.io import baseline
+from compatcheck.io.config import load_config
+from compatcheck.io.loader import Loaded, RuleLoadError, crl_index, load_rules
+from compatcheck.io.manifests import parse_text
+from compatcheck.report.model import LintReport
+from compatcheck.report.text import render
+from tests.conftest import ROOT
+
+VLLM = ROOT / "examples" / "manifests" / "vllm-bf16-on-t4.yaml"
+
+
+def cc(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_ACTIONS", "COMPATCHECK_CONFIG")}
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**env, "NO_COLOR": "1"}, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_manifest_errors_and_notes_are_diagnostics() -> None:
+    bad = parse_text("bad.yaml", "a: [\n")
+    assert bad.errors == [Diagnostic("bad.yaml", bad.errors[0].message, 2, kind="input")]
+    template = parse_text("t.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .x }}\n")
+    (note,) = template.notes
+    assert (note.severity, note.kind, note.line) == (Severity.INFO, "note", 4)
+
+
+def test_rule_and_table_problems_are_diagnostics_of_kind_rules(tmp_path: Path) -> None:
+    d = tmp_path / "rules.d"
+    (d / "data").mkdir(parents=True)
+    (d / "my-rule.yaml").write_text("apiVersion: compatcheck/v1\nid: my-rule\nsummary: A rule with a typo here.\n"
+                                    "severity: fatal\ncheck: {type: cuda-driver-compat}\n")
+    with pytest.raises(RuleLoadError) as err:
+        load_rules([str(d)])
+    assert err.value.problems and all(isinstance(p, Diagnostic) and p.kind == "rules" and p.severity is Severity.ERROR
+                                      for p in err.value.problems)
+    severity = next(p for p in err.value.problems if p.pointer == "/severity")
+    assert severity.line == 4 and severity.path == str(d / "my-rule.yaml")
+
+
+def test_config_problems_are_diagnostics_of_kind_config(tmp_path: Path, loaded: Loaded) -> None:
+    cfg = tmp_path / ".compatcheck.yaml"
+    cfg.write_text("apiVersion: compatcheck/v1\nfailOn: never\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(cfg))
+    assert [(p.kind, p.pointer, p.line) for p in err.value.problems] == [("config", "/failOn", 2)]
+    with pytest.raises(ConfigError) as err:
+        apply_to_ruleset(Config(path="c.yaml", disabled=frozenset({"no-such-rule"})), loaded.ruleset)
+    assert [(p.kind, p.pointer) for p in err.value.problems] == [("config", "/rules/no-such-rule")]
+
+
+def test_config_problems_found_after_reading_are_located(tmp_path: Path) -> None:
+    """Unknown rule ids and invalid params overrides are found against the rules, after the file was read: they
+    named the file only, now its line too."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".compatcheck.yaml").write_text(
+        "apiVersion: compatcheck/v1\nrules:\n  no-such-rule: off\n"
+        "  vgpu-cuda-unsupported: {params: {ceiling: twelve}}\nfixes:\n  enabled: [also-missing]\n")
+    proc = cc("lint", str(VLLM), cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [ln.replace(str(tmp_path) + "/", "") for ln in proc.stderr.splitlines()]
+    assert ".compatcheck.yaml:3: error: unknown rule 'no-such-rule' (see compatcheck rules list)" in lines
+    assert ".compatcheck.yaml:6: error: unknown rule 'also-missing' (see compatcheck rules list)" in lines
+    assert any(ln.startswith(".compatcheck.yaml:4: error: rules.vgpu-cuda-unsupported.params") for ln in lines)
+
+
+def test_crl_problems_are_diagnostics_of_kind_crl() -> None:
+    broken = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cf-crl-a-b"}, "data": {}}
+    _index, invalid = build_index([broken])
+    ((obj, problems),) = invalid
+    assert obj is broken and problems and all(p.kind == "crl" and p.path == "" for p in problems)
+    _index, errors = crl_index([("crl.yaml", broken)])
+    assert [(e.path, e.kind) for e in errors] == [("crl.yaml", "crl")]
+    assert errors[0].message.startswith("invalid CRL ConfigMap 'cf-crl-a-b' ignored: ")
+
+
+def test_baseline_problems_are_diagnostics(tmp_path: Path) -> None:
+    bad = tmp_path / "b.json"
+    bad.write_text('{"version": 2}')
+    with pytest.raises(baseline.BaselineError) as err:
+        baseline.load(str(bad))
+    assert err.value.problems == [Diagnostic(str(bad), "not a compatcheck baseline (version 1)", kind="baseline")]
+    proc = cc("lint", str(VLLM), "--baseline", str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"{bad}: error: not a compatcheck baseline (version 1)"]
+
+
+def test_one_printer_for_every_severity() -> None:
+    report = LintReport()
+    report.add([Diagnostic("n.yaml", "a warning", 3, severity=Severity.WARNING, kind="nodes"),
+                Diagnostic("t.yaml", "skipped", 1, severity=Severity.INFO, kind="note"),
+                Diagnostic("m.yaml", "an error", kind="input")])
+    assert [len(report.errors), len(report.warnings), len(report.notes)] == [1, 1, 1]
+    assert render(report).splitlines()[:3] == ["m.yaml: error: an error", "n.yaml:3: warning: a warning",
+                                               "t.yaml:1: note: skipped"]
+
+
+def test_a_run_without_warnings_keeps_the_json_contract() -> None:
+    out = json.loads(cc("lint", str(VLLM), "--format", "json").stdout)
+    assert list(out) == ["version", "findings", "errors", "skipped", "summary"]
