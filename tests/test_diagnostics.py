@@ -114,3 +114,105 @@ def test_one_printer_for_every_severity() -> None:
 def test_a_run_without_warnings_keeps_the_json_contract() -> None:
     out = json.loads(cc("lint", str(VLLM), "--format", "json").stdout)
     assert list(out) == ["version", "findings", "errors", "skipped", "summary"]
+
+
+# ------------------------------------------------------------------------------------------- node problems
+
+NODES = """\
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-a-0
+    labels:
+      nvidia.com/gpu.product: Tesla-T4
+      nvidia.com/cuda.driver-version.full: garbage
+  status:
+    allocatable: {nvidia.com/gpu: "1"}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-a-1
+    labels: {nvidia.com/gpu.product: Tesla-T4, nvidia.com/cuda.driver-version.full: garbage}
+  status:
+    allocatable: {nvidia.com/gpu: "1"}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: gpu-b-0
+    labels: {nvidia.com/gpu.product: Tesla-T4, nvidia.com/cuda.driver-version.full: "535.104.05"}
+  status:
+    allocatable:
+      nvidia.com/gpu: lots
+"""
+
+
+def test_node_facts_say_which_label_cannot_be_read(loaded: Loaded) -> None:
+    from compatcheck.core.cluster import node_facts
+
+    facts = node_facts({"nvidia.com/cuda.driver-version.full": "garbage", "nvidia.com/gpu.compute.major": "seven"},
+                       {"nvidia.com/gpu": "lots"}, loaded.kb)
+    assert [(p.pointer, p.severity, p.kind) for p in facts.problems] == [
+        ("/metadata/labels/nvidia.com~1cuda.driver-version.full", Severity.WARNING, "nodes"),
+        ("/metadata/labels/nvidia.com~1gpu.compute.major", Severity.WARNING, "nodes"),
+        ("/status/allocatable/nvidia.com~1gpu", Severity.WARNING, "nodes")]
+    assert facts.problems[0].message.startswith("label nvidia.com/cuda.driver-version.full: driver version 'garbage'")
+    assert facts.problems[1].message == "label nvidia.com/gpu.compute.major: 'seven' is not a whole number"
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_node_problems_are_warnings_located_in_the_nodes_file(tmp_path: Path, loaded: Loaded, suffix: str) -> None:
+    """A garbage driver label or a non-quantity allocatable used to be computed and never reported: the rules
+    silently treated the node as having no driver (or no GPUs)."""
+    from compatcheck.io.loader import load_nodes
+    from compatcheck.io.manifests import load_data
+
+    nodes = tmp_path / f"nodes{suffix}"
+    nodes.write_text(NODES if suffix == ".yaml" else json.dumps(load_data(NODES)[0], indent=2))
+    cluster, diagnostics = load_nodes(str(nodes), loaded.kb, 1 << 20)
+    assert cluster is not None and cluster.node_count == 3
+    assert all((d.severity, d.kind, d.path) == (Severity.WARNING, "nodes", str(nodes)) for d in diagnostics)
+    label = "nvidia.com/cuda.driver-version.full"
+    assert [d.message.split(": ")[0] for d in diagnostics] == ["node gpu-a-0 (and 1 more with the same labels)",
+                                                               "node gpu-b-0"]
+    assert f"label {label}: driver version 'garbage' is not a version number" in diagnostics[0].message
+    assert diagnostics[1].message.endswith("allocatable nvidia.com/gpu: 'lots' is not a quantity")
+    lines = nodes.read_text().splitlines()
+    assert label in lines[diagnostics[0].line - 1] and "lots" in lines[diagnostics[1].line - 1]
+
+
+def test_lint_reports_node_problems_as_warnings(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(NODES)
+    text = cc("lint", str(VLLM), "--nodes", str(nodes))
+    assert text.returncode == 1, text.stderr  # a warning about an input is no error: the findings decide
+    assert text.stdout.splitlines()[0] == (
+        f"{nodes}:10: warning: node gpu-a-0 (and 1 more with the same labels): label "
+        "nvidia.com/cuda.driver-version.full: driver version 'garbage' is not a version number (expected digits "
+        "and dots, e.g. 12.4)")
+    assert text.stdout.splitlines()[-1].endswith("; 2 input warnings")
+    out = json.loads(cc("lint", str(VLLM), "--nodes", str(nodes), "--format", "json").stdout)
+    assert out["errors"] == [] and [(w["file"], w["line"]) for w in out["warnings"]] == [
+        (str(nodes), 10), (str(nodes), 27)]
+    github = cc("lint", str(VLLM), "--nodes", str(nodes), "--format", "github").stdout.splitlines()
+    assert github[0].startswith(f"::warning file={nodes},line=10,title=compatcheck input warning::node gpu-a-0")
+    sarif = json.loads(cc("lint", str(VLLM), "--nodes", str(nodes), "--format", "sarif").stdout)
+    invocation = sarif["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is True
+    assert [n["level"] for n in invocation["toolExecutionNotifications"]] == ["warning", "warning"]
+
+
+def test_node_problems_of_a_profile_point_at_the_pool(tmp_path: Path, loaded: Loaded) -> None:
+    from compatcheck.io.loader import load_nodes
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("apiVersion: compatcheck/v1\nkind: ClusterProfile\nnodePools:\n  - name: ok\n"
+                       "    gpu: Tesla-T4\n  - name: odd\n    count: 3\n    gpu: Tesla-T4\n    labels:\n"
+                       "      nvidia.com/gpu.compute.major: seven\n    resources:\n      nvidia.com/gpu: many\n")
+    cluster, diagnostics = load_nodes(str(profile), loaded.kb, 1 << 20)
+    assert cluster is not None
+    assert [(d.line, d.pointer) for d in diagnostics] == [
+        (10, "/nodePools/1/labels/nvidia.com~1gpu.compute.major"), (12, "/nodePools/1/resources/nvidia.com~1gpu")]
+    assert diagnostics[0].message.startswith("node odd-0 (and 2 more with the same labels): label ")

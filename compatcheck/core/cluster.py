@@ -20,13 +20,15 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar
 
 from compatcheck.core.jsonutil import mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
+from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import (
     Version,
@@ -71,7 +73,9 @@ class NodeFacts:
     replicas: int | None
     vgpu_baseline: Version | None
     gpu_resources: tuple[tuple[str, int], ...]
-    problems: tuple[str, ...] = ()
+    # Labels and allocatable values that cannot be read (and so were not): warnings of kind "nodes", with a
+    # pointer into the Node (see ``node_problems``).
+    problems: tuple[Diagnostic, ...] = ()
 
     @property
     def has_gpu(self) -> bool:
@@ -149,18 +153,25 @@ def is_rule_label(key: object) -> bool:
     return isinstance(key, str) and (key in RULE_LABELS or key.startswith(RULE_LABEL_PREFIXES))
 
 
-def _label_int(labels: dict[str, str], key: str) -> int | None:
+def _label_problem(key: str, message: str) -> Diagnostic:
+    return Diagnostic("", f"label {key}: {message}", pointer=f"/metadata/labels/{escape_token(key)}",
+                      severity=Severity.WARNING, kind="nodes")
+
+
+def _label_int(labels: dict[str, str], key: str, problems: list[Diagnostic] | None = None) -> int | None:
     v = labels.get(key)
     if v is None:
         return None
     try:
         return int(str(v).strip())
     except ValueError:
+        if problems is not None:
+            problems.append(_label_problem(key, f"{v!r} is not a whole number"))
         return None
 
 
 def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: KnowledgeBase) -> NodeFacts:
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     driver: Version | None = None
     full = labels.get(DRIVER_FULL_LABEL)
     parts = None
@@ -168,7 +179,7 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
         try:
             driver = parse_driver_version(full)
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem(DRIVER_FULL_LABEL, str(exc)))
     if driver is None:
         for prefix, rev in DRIVER_PART_LABELS:
             major = labels.get(prefix + "major")
@@ -178,16 +189,16 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
                 try:
                     driver = parse_driver_version(text)
                 except VersionError as exc:
-                    problems.append(str(exc))
+                    problems.append(_label_problem(f"{prefix}major", f"{exc} (with .minor and .{rev})"))
                 break
     driver_cuda: Version | None = None
     for maj_key, min_key in DRIVER_CUDA_LABELS:
-        major_i, minor_i = _label_int(labels, maj_key), _label_int(labels, min_key)
+        major_i, minor_i = _label_int(labels, maj_key, problems), _label_int(labels, min_key, problems)
         if major_i is not None:
             try:
                 driver_cuda = parse_cuda_version(f"{major_i}.{minor_i or 0}")
             except VersionError as exc:
-                problems.append(str(exc))
+                problems.append(_label_problem(maj_key, str(exc)))
             break
     if driver_cuda is None and driver is not None:
         driver_cuda, _ = kb.driver_cuda(driver)
@@ -195,12 +206,13 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
     product = normalise_product(product_label) if product_label else None
     known = kb.product(product) if product else None
     cc: Version | None = None
-    cmaj, cmin = _label_int(labels, "nvidia.com/gpu.compute.major"), _label_int(labels, "nvidia.com/gpu.compute.minor")
+    cmaj = _label_int(labels, "nvidia.com/gpu.compute.major", problems)
+    cmin = _label_int(labels, "nvidia.com/gpu.compute.minor", problems)
     if cmaj is not None:
         try:
             cc = parse_compute_capability(f"{cmaj}.{cmin or 0}")
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem("nvidia.com/gpu.compute.major", str(exc)))
     if cc is None and known is not None:
         cc = known.compute_capability
     baseline: Version | None = None
@@ -208,7 +220,7 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
         try:
             baseline = parse_cuda_version(labels[VGPU_BASELINE_LABEL])
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem(VGPU_BASELINE_LABEL, str(exc)))
     resources: list[tuple[str, int]] = []
     for name, qty in sorted(allocatable.items()):
         if not is_gpu_resource(str(name)):
@@ -216,12 +228,15 @@ def node_facts(labels: dict[str, str], allocatable: dict[str, Any], kb: Knowledg
         try:
             resources.append((str(name), int(parse_quantity(qty))))
         except QuantityError:
-            problems.append(f"allocatable {name}: {qty!r} is not a quantity")
+            problems.append(Diagnostic("", f"allocatable {name}: {qty!r} is not a quantity",
+                                       pointer=f"/status/allocatable/{escape_token(str(name))}",
+                                       severity=Severity.WARNING, kind="nodes"))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy")
     return NodeFacts(
         driver=driver, driver_cuda=driver_cuda, compute_capability=cc, product=product,
         datacenter=known.datacenter if known else None, sharing_strategy=strategy,
-        mig_strategy=labels.get("nvidia.com/mig.strategy"), replicas=_label_int(labels, "nvidia.com/gpu.replicas"),
+        mig_strategy=labels.get("nvidia.com/mig.strategy"),
+        replicas=_label_int(labels, "nvidia.com/gpu.replicas", problems),
         vgpu_baseline=baseline, gpu_resources=tuple(resources), problems=tuple(problems),
     )
 
@@ -322,6 +337,21 @@ def build_cluster_from_records(records: Iterable[NodeRecord], kb: KnowledgeBase,
     if previous is not None:
         cluster.carry_over(previous)
     return cluster
+
+
+def node_problems(cluster: Cluster) -> Iterator[tuple[NodeClass, Diagnostic]]:
+    """What the nodes say that cannot be read, once per node class: (the class, the warning, whose pointer is into
+    any of its nodes). Equal problems of different classes are equal diagnostics (a consumer that reports each
+    distinct problem once can key on them); ``about_node`` words one for a reader."""
+    for cls in cluster.classes:
+        for problem in cls.facts.problems:
+            yield cls, problem
+
+
+def about_node(cls: NodeClass, problem: Diagnostic) -> Diagnostic:
+    """``problem`` naming the first node of ``cls`` (and how many more share its labels)."""
+    more = f" (and {cls.count - 1} more with the same labels)" if cls.count > 1 else ""
+    return replace(problem, message=f"node {cls.members[0].name}{more}: {problem.message}")
 
 
 # ---------------------------------------------------------------------------------------- scheduling

@@ -16,12 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compatcheck.core.cluster import Cluster, build_cluster, profile_to_nodes
+from compatcheck.core.cluster import Cluster, about_node, build_cluster, node_problems, node_record, profile_to_nodes
 from compatcheck.core.crl import CrlIndex, build_index, claims_crl
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
-from compatcheck.io.manifests import expand_paths, iter_objects, load_data, read_file
+from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
 
 
 def builtin_rules_dir() -> Path:
@@ -180,7 +180,9 @@ def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> 
 
 
 def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[Diagnostic]]:
-    """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile."""
+    """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile: the cluster (None when the
+    file has errors) and its diagnostics. Errors are of kind ``nodes``; what a node's labels or allocatable say
+    that cannot be read is a warning, once per node class, naming a node and located at its label."""
     from ruamel.yaml.error import YAMLError
 
     try:
@@ -205,8 +207,11 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     except RecursionError:
         return None, [Diagnostic(path, "invalid node file: nesting too deep", kind="nodes")]
     nodes: list[dict[str, Any]] = []
+    # Where each node came from: (document index, pointer of the Node or of the profile's pool, from a profile?).
+    sources: list[tuple[int, str, bool]] = []
     errors: list[Diagnostic] = []
-    for doc in docs:
+    lines = _Lines(path, text)
+    for index, doc in enumerate(docs):
         if not isinstance(doc, dict):
             errors.append(Diagnostic(path, "expected a Node, a List of Nodes or a ClusterProfile", kind="nodes"))
             continue
@@ -214,11 +219,18 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         if kind == "ClusterProfile":
             found, problems = profile_to_nodes(doc, kb)
             nodes.extend(found)
+            if not problems:  # each pool became ``count`` nodes, in order
+                sources.extend((index, f"/nodePools/{i}", True) for i, pool in enumerate(doc["nodePools"])
+                               for _ in range(pool.get("count", 1)))
             errors.extend(Diagnostic(path, f"ClusterProfile {p}", kind="nodes") for p in problems)
         elif kind in ("List", "NodeList") and isinstance(doc.get("items"), list):
-            nodes.extend(n for n in doc["items"] if isinstance(n, dict) and n.get("kind", "Node") == "Node")
+            for i, n in enumerate(doc["items"]):
+                if isinstance(n, dict) and n.get("kind", "Node") == "Node":
+                    nodes.append(n)
+                    sources.append((index, f"/items/{i}", False))
         elif kind == "Node":
             nodes.append(doc)
+            sources.append((index, "", False))
         else:
             errors.append(Diagnostic(path, f"expected Node, List of Nodes or ClusterProfile, found kind {kind!r}",
                                      kind="nodes"))
@@ -226,7 +238,47 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         return None, errors
     if not nodes:
         return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
-    return build_cluster(nodes, kb), []
+    cluster = build_cluster(nodes, kb)
+    return cluster, _node_warnings(cluster, nodes, sources, lines)
+
+
+class _Lines:
+    """Lines of pointers in a file read without positions (the fast path): parsed again, with positions, only
+    when something must be located."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+        self._docs: list[Document] | None = None
+
+    def line(self, index: int, pointer: str) -> int | None:
+        if self._docs is None:
+            self._docs = parse_text(self.path, self.text).documents
+        return self._docs[index].locate(pointer)[0] if index < len(self._docs) else None
+
+
+def _node_warnings(cluster: Cluster, nodes: list[dict[str, Any]], sources: list[tuple[int, str, bool]],
+                   lines: _Lines) -> list[Diagnostic]:
+    problems = list(node_problems(cluster))
+    if not problems:
+        return []
+    where: dict[str, tuple[int, str, bool]] = {}
+    if len(sources) == len(nodes):
+        for node, source in zip(nodes, sources, strict=True):
+            where.setdefault(node_record(node).name, source)
+    out = []
+    for cls, problem in problems:
+        d = about_node(cls, problem)
+        found = where.get(cls.members[0].name)
+        if found is None:
+            out.append(replace(d, path=lines.path))
+            continue
+        index, prefix, pool = found
+        pointer = prefix + problem.pointer
+        if pool:  # a profile's pool: its labels and resources become the synthetic Nodes'
+            pointer = prefix + problem.pointer.replace("/metadata/labels/", "/labels/", 1).replace(
+                "/status/allocatable/", "/resources/", 1)
+        out.append(replace(d, path=lines.path, line=lines.line(index, pointer), pointer=pointer))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ CRLs
