@@ -16,7 +16,7 @@ from compatcheck.core.crl import build_index
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.io import baseline
 from compatcheck.io.config import load_config
-from compatcheck.io.loader import Loaded, RuleLoadError, crl_index, load_rules
+from compatcheck.io.loader import CrlSource, Loaded, RuleLoadError, crl_index, load_rules
 from compatcheck.io.manifests import parse_text
 from compatcheck.report.model import LintReport
 from compatcheck.report.text import render
@@ -85,7 +85,7 @@ def test_crl_problems_are_diagnostics_of_kind_crl() -> None:
     _index, invalid = build_index([broken])
     ((obj, problems),) = invalid
     assert obj is broken and problems and all(p.kind == "crl" and p.path == "" for p in problems)
-    _index, errors = crl_index([("crl.yaml", broken)])
+    _index, errors = crl_index([CrlSource("crl.yaml", broken)])
     assert [(e.path, e.kind) for e in errors] == [("crl.yaml", "crl")]
     assert errors[0].message.startswith("invalid CRL ConfigMap 'cf-crl-a-b' ignored: ")
 
@@ -216,3 +216,74 @@ def test_node_problems_of_a_profile_point_at_the_pool(tmp_path: Path, loaded: Lo
     assert [(d.line, d.pointer) for d in diagnostics] == [
         (10, "/nodePools/1/labels/nvidia.com~1gpu.compute.major"), (12, "/nodePools/1/resources/nvidia.com~1gpu")]
     assert diagnostics[0].message.startswith("node odd-0 (and 2 more with the same labels): label ")
+
+
+# ------------------------------------------------------------------------------- user files, located by schema
+
+
+def test_invalid_crl_files_are_located(tmp_path: Path) -> None:
+    """An invalid CRL ConfigMap given with --crl named its file only; now the line of its first problem."""
+    crl = tmp_path / "crl.yaml"
+    crl.write_text("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n"
+                   "    name: cf-crl-g-x\n    namespace: kube-public\n    labels:\n"
+                   "      features.alauda.io/type: CustomResourceLimitation\n      features.alauda.io/group: g\n"
+                   "  data:\n    key: example.com/x\n    dataType: integer\n    group: g\n    limits: sometimes\n"
+                   "    requests: fromLimits\n")
+    out = json.loads(cc("lint", str(VLLM), "--crl", str(crl), "--format", "json").stdout)
+    assert out["errors"] == [{"file": str(crl), "line": 16, "message": "invalid CRL ConfigMap 'cf-crl-g-x' ignored: "
+                              "data.limits: 'sometimes' is not one of ['disabled', 'required', 'optional']"}]
+
+
+def test_the_baseline_is_validated_by_its_schema(tmp_path: Path) -> None:
+    """Entries that were not mappings were skipped and missing fields read as "None": a hand-edited baseline
+    silently matched nothing. Now every problem is an error at its line."""
+    bad = tmp_path / "baseline.json"
+    bad.write_text('{\n  "version": 1,\n  "findings": [\n    {"rule": "r", "file": "f", "kind": "Pod", "object": "a/b",'
+                   '\n     "container": "c"},\n    "oops"\n  ]\n}\n')
+    with pytest.raises(baseline.BaselineError) as err:
+        baseline.load(str(bad))
+    assert [(p.line, p.pointer, p.kind) for p in err.value.problems] == [
+        (4, "/findings/0", "baseline"), (6, "/findings/1", "baseline")]
+    assert err.value.problems[0].message == "/findings/0: 'pointer' is a required property"
+    proc = cc("lint", str(VLLM), "--baseline", str(bad))
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        f"{bad}:4: error: /findings/0: 'pointer' is a required property",
+        f"{bad}:6: error: /findings/1: 'oops' is not of type 'object'"]
+    bad.write_text('{"version": 1, "findings": [}')
+    with pytest.raises(baseline.BaselineError) as err:
+        baseline.load(str(bad))
+    assert err.value.problems[0].message.startswith("cannot read baseline: ") and err.value.problems[0].line == 1
+
+
+def test_a_written_baseline_is_valid(tmp_path: Path) -> None:
+    written = tmp_path / "b.json"
+    assert cc("lint", str(VLLM), "--write-baseline", str(written)).returncode == 0
+    assert sum(baseline.load(str(written)).values()) == 1
+
+
+def test_the_cluster_profile_is_validated_by_its_schema_with_lines(tmp_path: Path, loaded: Loaded) -> None:
+    """The hand-written isinstance checks let unknown keys (typos) through, silently, and named no line."""
+    from compatcheck.io.loader import load_nodes
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("apiVersion: compatcheck/v1\nkind: ClusterProfile\nnodePools:\n  - name: t4\n"
+                       "    gpu: Tesla-T4\n    drivers: \"535.104.05\"\n    sharing: mps\n"
+                       "  - name: x\n    gpu: Mystery-GPU\n    taints: [{key: a, effect: Sometimes}]\n")
+    cluster, errors = load_nodes(str(profile), loaded.kb, 1 << 20)
+    assert cluster is None
+    assert [(e.line, e.message) for e in errors] == [
+        (6, "ClusterProfile /nodePools/0/drivers: Additional properties are not allowed ('drivers' was unexpected)"),
+        (10, "ClusterProfile /nodePools/1/taints/0/effect: 'Sometimes' is not one of ['NoSchedule', "
+             "'PreferNoSchedule', 'NoExecute']")]
+    # then what the schema cannot see, also located at its field
+    profile.write_text("apiVersion: compatcheck/v1\nkind: ClusterProfile\nnodePools:\n  - name: t4\n"
+                       "    gpu: Tesla-T4\n    sharing: mps\n  - name: x\n    gpu: Mystery-GPU\n"
+                       "    vgpu: {baselineCuda: twelve}\n")
+    cluster, errors = load_nodes(str(profile), loaded.kb, 1 << 20)
+    assert cluster is None
+    assert [(e.line, e.pointer) for e in errors] == [
+        (6, "/nodePools/0/sharing"), (8, "/nodePools/1/gpu"), (9, "/nodePools/1/vgpu/baselineCuda")]
+    assert errors[0].message == "ClusterProfile /nodePools/0/sharing: mps needs replicas >= 2"
+    assert errors[1].message == ("ClusterProfile /nodePools/1/gpu: GPU 'Mystery-GPU' is not in the gpu-products "
+                                 "table; add computeCapability")
+    assert "CUDA version 'twelve' is not a version number" in errors[2].message

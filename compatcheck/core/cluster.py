@@ -787,64 +787,58 @@ def offers_resources(requests: dict[str, int], cls: NodeClass) -> bool:
 
 # ---------------------------------------------------------------------------------------- profiles
 
-_SHARING = {"none", "time-slicing", "mps", "mig-single", "mig-mixed"}
-
-
 def _set_version(labels: dict[str, str], prefix: str, version: Version) -> None:
     labels[f"{prefix}.major"] = str(version.major)
     labels[f"{prefix}.minor"] = str(version.minor)
 
 
-def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[dict[str, Any]], list[str]]:
-    """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels."""
-    errors: list[str] = []
+def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[dict[str, Any]], list[Diagnostic]]:
+    """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels, and the problems
+    that a schema cannot see (errors of kind ``nodes`` with a pointer into the profile): a GPU the products table
+    does not know, versions that do not parse, sharing without the replicas or MIG profiles it needs.
+
+    ``profile`` must be valid against ``schemas/clusterprofile.schema.json`` (types, enums, ranges, unknown keys):
+    ``compatcheck.io.loader`` validates it first, with located errors."""
+    errors: list[Diagnostic] = []
     nodes: list[dict[str, Any]] = []
-    pools = profile.get("nodePools")
-    if not isinstance(pools, list) or not pools:
-        return [], ["ClusterProfile needs a non-empty nodePools list"]
-    for i, pool in enumerate(pools):
-        where = f"nodePools[{i}]"
-        if not isinstance(pool, dict):
-            errors.append(f"{where}: must be a mapping")
-            continue
+
+    def problem(field: str, message: str) -> None:  # worded as the schema's problems: the field, then what is wrong
+        pointer = f"/nodePools/{i}/{field}"  # i: the pool being read
+        errors.append(Diagnostic("", f"{pointer}: {message}", pointer=pointer, kind="nodes"))
+
+    for i, pool in enumerate(profile["nodePools"]):
         name = str(pool.get("name") or f"pool{i}")
-        bad_type = next((f for f, kind in (("labels", dict), ("resources", dict), ("taints", list),
-                                           ("migProfiles", dict)) if f in pool and not isinstance(pool[f], kind)), None)
-        if bad_type:
-            errors.append(f"{where}: {bad_type} must be a {'mapping' if bad_type != 'taints' else 'list'}")
-            continue
         labels: dict[str, str] = {str(k): str(v) for k, v in (pool.get("labels") or {}).items()}
         allocatable: dict[str, Any] = {str(k): v for k, v in (pool.get("resources") or {}).items()}
         gpus = pool.get("gpusPerNode", 1)
-        if not isinstance(gpus, int) or gpus < 0:
-            errors.append(f"{where}: gpusPerNode must be a non-negative integer")
-            continue
         if "gpu" in pool:
             labels["nvidia.com/gpu.product"] = str(pool["gpu"])
             known = kb.product(str(pool["gpu"]))
             if known is None and "computeCapability" not in pool:
-                errors.append(f"{where}: GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
-        try:
-            if "computeCapability" in pool:
-                _set_version(labels, "nvidia.com/gpu.compute", parse_compute_capability(pool["computeCapability"]))
-            if "driver" in pool:
-                drv = parse_driver_version(pool["driver"])
-                labels[DRIVER_FULL_LABEL] = str(drv)
-                cuda, _ = kb.driver_cuda(drv)
+                problem("gpu", f"GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
+        for key, parse in (("computeCapability", parse_compute_capability), ("driver", parse_driver_version),
+                           ("driverCuda", parse_cuda_version)):
+            if key not in pool or (key == "driverCuda" and "driver" in pool):  # the driver says more
+                continue
+            try:
+                version = parse(pool[key])
+            except VersionError as exc:
+                problem(key, str(exc))
+                continue
+            if key == "computeCapability":
+                _set_version(labels, "nvidia.com/gpu.compute", version)
+            elif key == "driver":
+                labels[DRIVER_FULL_LABEL] = str(version)
+                cuda, _ = kb.driver_cuda(version)
                 if cuda is not None:
                     _set_version(labels, "nvidia.com/cuda.runtime-version", cuda)
-            elif "driverCuda" in pool:
-                _set_version(labels, "nvidia.com/cuda.runtime-version", parse_cuda_version(pool["driverCuda"]))
-        except VersionError as exc:
-            errors.append(f"{where}: {exc}")
-        sharing = str(pool.get("sharing", "none"))
-        if sharing not in _SHARING:
-            errors.append(f"{where}: sharing must be one of {sorted(_SHARING)}")
-            continue
-        replicas = pool.get("replicas", 1)
+            else:
+                _set_version(labels, "nvidia.com/cuda.runtime-version", version)
+        sharing = pool.get("sharing", "none")
         if sharing in ("time-slicing", "mps"):
-            if not isinstance(replicas, int) or replicas < 2:
-                errors.append(f"{where}: {sharing} needs replicas >= 2")
+            replicas = pool.get("replicas", 1)
+            if replicas < 2:
+                problem("replicas" if "replicas" in pool else "sharing", f"{sharing} needs replicas >= 2")
                 continue
             labels["nvidia.com/gpu.sharing-strategy"] = sharing
             labels["nvidia.com/gpu.replicas"] = str(replicas)
@@ -853,40 +847,35 @@ def profile_to_nodes(profile: dict[str, Any], kb: KnowledgeBase) -> tuple[list[d
         elif sharing.startswith("mig-"):
             labels["nvidia.com/mig.strategy"] = sharing[4:]
             mig = pool.get("migProfiles") or {}
-            if not mig or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in mig.values()):
-                errors.append(f"{where}: {sharing} needs migProfiles with positive counts, e.g. {{1g.10gb: 7}}")
+            if not mig:
+                problem("migProfiles" if "migProfiles" in pool else "sharing",
+                        f"{sharing} needs migProfiles with positive counts, e.g. {{1g.10gb: 7}}")
                 continue
             if sharing == "mig-mixed":
                 for prof, n in mig.items():
-                    allocatable.setdefault(f"nvidia.com/mig-{prof}", int(n) * gpus)
+                    allocatable.setdefault(f"nvidia.com/mig-{prof}", n * gpus)
             else:
-                allocatable.setdefault("nvidia.com/gpu", sum(int(n) for n in mig.values()) * gpus)
+                allocatable.setdefault("nvidia.com/gpu", sum(mig.values()) * gpus)
         else:
             labels["nvidia.com/gpu.sharing-strategy"] = "none"
             # GPU-Manager nodes advertise only tencent.com/vcuda-*; HAMi keeps nvidia.com/gpu.
-            if gpus and not (isinstance(pool.get("vgpu"), dict) and pool["vgpu"].get("type") == "gpu-manager"):
+            if gpus and (pool.get("vgpu") or {}).get("type") != "gpu-manager":
                 allocatable.setdefault("nvidia.com/gpu", gpus)
-        vgpu = pool.get("vgpu")
-        if isinstance(vgpu, dict) and not all(isinstance(vgpu.get(k, 1), int) for k in ("memoryUnits", "memoryMiB")):
-            errors.append(f"{where}: vgpu memoryUnits/memoryMiB must be integers")
-            continue
-        if isinstance(vgpu, dict):
-            if "baselineCuda" in vgpu:
-                labels[VGPU_BASELINE_LABEL] = str(vgpu["baselineCuda"])
-            if vgpu.get("type") == "gpu-manager":
-                allocatable.setdefault("tencent.com/vcuda-core", 100 * gpus)
-                allocatable.setdefault("tencent.com/vcuda-memory", int(vgpu.get("memoryUnits", 64)) * gpus)
-            elif vgpu.get("type") == "hami":
-                allocatable.setdefault("nvidia.com/gpumem", int(vgpu.get("memoryMiB", 16384)) * gpus)
-                allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
-        elif vgpu is not None:
-            errors.append(f"{where}: vgpu must be a mapping (type: gpu-manager|hami, baselineCuda)")
+        vgpu = pool.get("vgpu") or {}
+        if "baselineCuda" in vgpu:
+            try:
+                parse_cuda_version(vgpu["baselineCuda"])
+            except VersionError as exc:  # the label would be unreadable: say so now, where it was written
+                problem("vgpu/baselineCuda", str(exc))
+            labels[VGPU_BASELINE_LABEL] = str(vgpu["baselineCuda"])
+        if vgpu.get("type") == "gpu-manager":
+            allocatable.setdefault("tencent.com/vcuda-core", 100 * gpus)
+            allocatable.setdefault("tencent.com/vcuda-memory", vgpu.get("memoryUnits", 64) * gpus)
+        elif vgpu.get("type") == "hami":
+            allocatable.setdefault("nvidia.com/gpumem", vgpu.get("memoryMiB", 16384) * gpus)
+            allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
         taints = pool.get("taints") or []
-        count = pool.get("count", 1)
-        if not isinstance(count, int) or count < 1:
-            errors.append(f"{where}: count must be a positive integer")
-            continue
-        for n in range(count):
+        for n in range(pool.get("count", 1)):
             node_name = f"{name}-{n}"
             nodes.append({
                 "apiVersion": "v1", "kind": "Node",

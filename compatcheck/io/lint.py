@@ -17,7 +17,7 @@ from compatcheck.core.model import Diagnostic, Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import object_ref
 from compatcheck.io import baseline as baseline_mod
-from compatcheck.io.loader import Loaded, crl_index, load_crl_objects, load_nodes
+from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -76,9 +76,9 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     report.add(crl_errors)
     for pf in parsed:
         for doc in pf.documents:
-            for _prefix, obj in iter_objects(doc):
+            for prefix, obj in iter_objects(doc):
                 if claims_crl(obj):
-                    crl_objects.append((pf.path, obj))
+                    crl_objects.append(CrlSource(pf.path, obj, doc, prefix))
     index, invalid = crl_index(crl_objects) if crl_objects else (CrlIndex(), [])
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}

@@ -217,12 +217,17 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
             continue
         kind = doc.get("kind")
         if kind == "ClusterProfile":
-            found, problems = profile_to_nodes(doc, kb)
+            # The schema first (types, enums, unknown keys), then what it cannot see; both located.
+            problems = schema_problems(doc, packaged_schema("clusterprofile.schema.json"), path, "nodes")
+            found: list[dict[str, Any]] = []
+            if not problems:
+                found, problems = profile_to_nodes(doc, kb)
             nodes.extend(found)
             if not problems:  # each pool became ``count`` nodes, in order
                 sources.extend((index, f"/nodePools/{i}", True) for i, pool in enumerate(doc["nodePools"])
                                for _ in range(pool.get("count", 1)))
-            errors.extend(Diagnostic(path, f"ClusterProfile {p}", kind="nodes") for p in problems)
+            errors.extend(replace(p, path=path, message=f"ClusterProfile {p.message}",
+                                  line=lines.line(index, p.pointer)) for p in problems)
         elif kind in ("List", "NodeList") and isinstance(doc.get("items"), list):
             for i, n in enumerate(doc["items"]):
                 if isinstance(n, dict) and n.get("kind", "Node") == "Node":
@@ -284,28 +289,46 @@ def _node_warnings(cluster: Cluster, nodes: list[dict[str, Any]], sources: list[
 # ------------------------------------------------------------------------------------------ CRLs
 
 
-def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[tuple[str, dict[str, Any]]], list[Diagnostic]]:
+@dataclass(frozen=True)
+class CrlSource:
+    """A ConfigMap that claims to be a CRL, and where it was read (for the lines of its problems)."""
+
+    path: str
+    obj: dict[str, Any]
+    doc: Document | None = None
+    prefix: str = ""  # the object's pointer in ``doc`` (a List's item)
+
+    def line(self, pointer: str) -> int | None:
+        return self.doc.locate(self.prefix + pointer)[0] if self.doc is not None else None
+
+
+def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[CrlSource], list[Diagnostic]]:
     files, missing = expand_paths(paths)
     errors = [replace(e, kind="crl") for e in missing]
-    found: list[tuple[str, dict[str, Any]]] = []
+    found: list[CrlSource] = []
     for f in files:
         parsed = read_file(f, max_bytes)
         errors.extend(replace(e, kind="crl") for e in parsed.errors)
         for doc in parsed.documents:
-            for _prefix, obj in iter_objects(doc):
+            for prefix, obj in iter_objects(doc):
                 if claims_crl(obj):
-                    found.append((f, obj))
+                    found.append(CrlSource(f, obj, doc, prefix))
     return found, errors
 
 
-def crl_index(objects: list[tuple[str, dict[str, Any]]]) -> tuple[CrlIndex, list[Diagnostic]]:
-    index, invalid = build_index([o for _p, o in objects])
-    origin = {id(o): p for p, o in objects}
-    errors = [Diagnostic(origin.get(id(obj), "?"), f"invalid CRL ConfigMap {obj.get('metadata', {}).get('name')!r} "
-                                                   f"ignored: {problems[0].message}", kind="crl")
-              for obj, problems in invalid]
+def crl_index(objects: list[CrlSource]) -> tuple[CrlIndex, list[Diagnostic]]:
+    """The index of the valid, enabled CRLs, and an error for each invalid one (ignored whole), at the line of
+    its first problem."""
+    index, invalid = build_index([src.obj for src in objects])
+    source = {id(src.obj): src for src in objects}
+    errors = []
+    for obj, problems in invalid:
+        src, first = source[id(obj)], problems[0]
+        name = obj.get("metadata", {}).get("name")
+        errors.append(Diagnostic(src.path, f"invalid CRL ConfigMap {name!r} ignored: {first.message}",
+                                 src.line(first.pointer), pointer=src.prefix + first.pointer, kind="crl"))
     return index, errors
 
 
-__all__ = ["Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects", "load_nodes",
-           "load_rules"]
+__all__ = ["CrlSource", "Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects",
+           "load_nodes", "load_rules"]
