@@ -32,6 +32,8 @@ class Rule:
     references: tuple[str, ...]
     origin: str  # file the rule came from
     builtin: bool = True
+    # ``webhook: {mutate: default}``: the mutating webhook applies its safe fix unless the config turns it off.
+    mutate_by_default: bool = False
     # What the check's evaluate receives: its params, prepared once (recomputed by dataclasses.replace).
     prepared: Any = field(init=False, repr=False, compare=False)
 
@@ -96,7 +98,8 @@ def build_rule(doc: dict[str, Any], origin: str, *, builtin: bool, validate: boo
     docs = doc["docs"]
     try:
         rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
-                    docs["remediation"], tuple(docs["references"]), origin, builtin)
+                    docs["remediation"], tuple(docs["references"]), origin, builtin,
+                    mutate_by_default=(doc.get("webhook") or {}).get("mutate") == "default")
     except ParamsError as exc:
         return None, [Diagnostic(origin, str(exc), pointer="/check/params", kind="rules")]
     return rule, []
@@ -113,6 +116,9 @@ class RuleSet:
     object_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     signature: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the ids, for memo keys
+    # The rules whose safe fix the mutating webhook applies unless the config says otherwise (rule files'
+    # ``webhook: {mutate: default}``).
+    default_mutations: frozenset[str] = field(init=False, repr=False, compare=False)
     # Pod rules by (GPU pod?, cluster view?): non-GPU pods only meet the rules that are not gpu_only, and
     # without nodes the rules that need them are left out.
     _pod_rules_by: dict[tuple[bool, bool], tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
@@ -123,6 +129,7 @@ class RuleSet:
         self.object_rules = tuple(r for r in self.ordered if r.check.target == "object")
         self.pod_rules = tuple(r for r in self.ordered if r.check.target == "pod")
         self.signature = tuple(r.id for r in self.ordered)
+        self.default_mutations = frozenset(r.id for r in self.ordered if r.mutate_by_default)
         self._pod_rules_by = {(gpu, online): tuple(r for r in self.pod_rules if (online or not r.needs_nodes)
                                                    and (gpu or not r.check.gpu_only))
                               for gpu in (False, True) for online in (False, True)}

@@ -19,7 +19,7 @@ from typing import Any
 from compatcheck.core.cluster import Cluster, about_node, build_cluster, node_problems, node_record, profile_to_nodes
 from compatcheck.core.crl import CrlIndex, build_index, claims_crl
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
-from compatcheck.core.model import Diagnostic
+from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
 from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
 
@@ -130,6 +130,12 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                 problems.extend(_with_lines(found, doc))
                 continue
             assert rule is not None
+            if validate and rule.mutate_by_default and rule.fix_applicability is not Applicability.SAFE:
+                fix = rule.fix_applicability.value if rule.fix_applicability else "no"
+                problems.append(Diagnostic(str(path), f"webhook.mutate: default needs a check with a safe fix; "
+                                                      f"check {rule.check.name} has {fix} fix here",
+                                           _line(doc, "/webhook/mutate"), pointer="/webhook/mutate", kind="rules"))
+                continue
             if rule.id != path.stem:
                 problems.append(Diagnostic(str(path), f"rule id {rule.id!r} must equal the file name {path.stem!r}",
                                            _line(doc, "/id"), pointer="/id", kind="rules"))

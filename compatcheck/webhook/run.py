@@ -69,7 +69,7 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
             raise CommandError(str(exc)) from None
         static.snapshot.publish(metrics)
         view = static
-    return State(loaded.ruleset, AdmissionSettings.from_config(config), view, metrics)
+    return State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics)
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
