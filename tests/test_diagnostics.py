@@ -202,6 +202,8 @@ def test_lint_reports_node_problems_as_warnings(tmp_path: Path) -> None:
     invocation = sarif["runs"][0]["invocations"][0]
     assert invocation["executionSuccessful"] is True
     assert [n["level"] for n in invocation["toolExecutionNotifications"]] == ["warning", "warning"]
+    fix = cc("fix", str(VLLM), "--nodes", str(nodes), "--diff")  # fix prints them too, and is not stopped
+    assert fix.returncode == 0 and f"{nodes}:10: warning: node gpu-a-0" in fix.stderr
 
 
 def test_node_problems_of_a_profile_point_at_the_pool(tmp_path: Path, loaded: Loaded) -> None:
