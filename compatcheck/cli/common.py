@@ -1,4 +1,4 @@
-"""How the command line prints what stops a command, and its argparse value types."""
+"""How the command line prints what stops a command and the diagnostics of a run, and its argparse value types."""
 
 from __future__ import annotations
 
@@ -6,17 +6,18 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from compatcheck.io.setup import Located
+from compatcheck.core.model import Diagnostic
+from compatcheck.report.text import diagnostic_line
 
 
 def err(msg: str) -> None:
     print(f"compatcheck: error: {msg}", file=sys.stderr)
 
 
-def print_problems(problems: Iterable[Located]) -> None:
-    for prob in problems:
-        where = f"{prob.path}:{prob.line}" if prob.line else prob.path
-        print(f"{where}: error: {prob.message}", file=sys.stderr)
+def print_diagnostics(diagnostics: Iterable[Diagnostic]) -> None:
+    """One ``file:line: error|warning|note: message`` line each, on stderr (as the text report lists them)."""
+    for d in diagnostics:
+        print(diagnostic_line(d), file=sys.stderr)
 
 
 def seconds(text: str) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from compatcheck import __version__
 from compatcheck.cli import lint, rules, versions
 from compatcheck.cli import webhook as webhook_commands
-from compatcheck.cli.common import err, print_problems
+from compatcheck.cli.common import err, print_diagnostics
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
 
 # What the webhook extra brings: a webhook command run without it says what to install.
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         for message in exc.messages:
             err(message)
-        print_problems(exc.problems)
+        print_diagnostics(exc.problems)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

@@ -9,7 +9,7 @@ import os
 import sys
 
 from compatcheck import __version__
-from compatcheck.cli.common import print_problems
+from compatcheck.cli.common import print_diagnostics
 from compatcheck.core.config import Config
 from compatcheck.core.model import Applicability, Severity
 from compatcheck.io import baseline as baseline_mod
@@ -106,7 +106,7 @@ def lint_command(args: argparse.Namespace) -> int:
         try:
             options.baseline = baseline_mod.load(baseline_file)
         except baseline_mod.BaselineError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
     report.docs_url = config.docs_url
     report.tool_version = __version__
@@ -157,7 +157,7 @@ def fix_command(args: argparse.Namespace) -> int:
         raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
-    print_problems(report.errors)
+    print_diagnostics([*report.errors, *report.warnings])
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}
     for lo in keep:

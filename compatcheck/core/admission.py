@@ -28,8 +28,6 @@ from compatcheck.core.workloads import object_ref, pod_targets
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPT_OUT_LABEL = "compatcheck.io/ignore"
-DEFAULT_MUTATIONS = frozenset({"crl-limit-required", "crl-request-policy", "crl-default-missing",
-                               "paddle-allocator-conflict"})
 MAX_WARNING = 120  # the API server cuts warnings over 256 characters; kubectl shows each on one line
 MAX_WARNINGS_TOTAL = 4000  # past 4096 characters in all, the API server truncates and drops warnings
 MAX_DENY_FINDINGS = 8
@@ -55,19 +53,27 @@ class AdmissionSettings:
     owned_pods: str = "warn"  # warn | enforce | skip: Pods with a controller owner were admitted via their owner
     deny_on: Severity = Severity.ERROR
     annotation_exemptions: bool = True
-    mutations: frozenset[str] = DEFAULT_MUTATIONS
+    # The rules whose safe fixes the mutating webhook applies; None: those whose rule file says
+    # ``webhook: {mutate: default}`` (``RuleSet.default_mutations`` of the rules under review).
+    mutations: frozenset[str] | None = None
     allow_unsafe: frozenset[str] = frozenset()
     config: Config = field(default_factory=Config)
 
     @classmethod
-    def from_config(cls, config: Config) -> AdmissionSettings:
+    def from_config(cls, config: Config, ruleset: RuleSet) -> AdmissionSettings:
+        """The webhook's settings from the config, and the mutations from the rules: those that declare
+        ``webhook: {mutate: default}``, or ``fixes.enabled`` when the config names them, less ``fixes.disabled``."""
         wh = config.webhook
-        mutations = DEFAULT_MUTATIONS if config.fixes_enabled is None else config.fixes_enabled
+        mutations = ruleset.default_mutations if config.fixes_enabled is None else config.fixes_enabled
         return cls(mode=wh.get("mode", "enforce"), failure_mode=wh.get("failureMode", "allow"),
                    owned_pods=wh.get("ownedPods", "warn"), deny_on=Severity(wh.get("denyOn", "error")),
                    annotation_exemptions=config.annotation_exemptions,
                    mutations=frozenset(mutations) - config.fixes_disabled,
                    allow_unsafe=config.allow_unsafe - config.fixes_disabled, config=config)
+
+    def mutations_in(self, ruleset: RuleSet) -> frozenset[str]:
+        """The rules whose safe fixes are applied when reviewing with ``ruleset``."""
+        return self.mutations if self.mutations is not None else ruleset.default_mutations
 
 
 @dataclass
@@ -354,7 +360,8 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
     import jsonpatch  # the final patch is a diff, so it is valid RFC 6902 whatever order fixes were made in
 
     assert req.obj is not None
-    rules = ruleset.fixable(settings.mutations | settings.allow_unsafe)
+    mutations = settings.mutations_in(ruleset)
+    rules = ruleset.fixable(mutations | settings.allow_unsafe)
     if not len(rules):
         return _envelope(req, {"allowed": True})
     original = req.obj
@@ -366,7 +373,7 @@ def _mutate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext
         if errors:
             return _failure(req, decision, settings, errors[0])
         allowed = [f for f in done.findings if f.fix is not None and (
-            (f.fix.applicability is Applicability.SAFE and f.rule_id in settings.mutations)
+            (f.fix.applicability is Applicability.SAFE and f.rule_id in mutations)
             or (f.fix.applicability is Applicability.UNSAFE and f.rule_id in settings.allow_unsafe))]
         if not allowed:
             break

@@ -20,13 +20,15 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
+from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import (
     Version,
@@ -71,7 +73,9 @@ class NodeFacts:
     replicas: int | None
     vgpu_baseline: Version | None
     gpu_resources: tuple[tuple[str, int], ...]
-    problems: tuple[str, ...] = ()
+    # Labels and allocatable values that cannot be read (and so were not): warnings of kind "nodes", with a
+    # pointer into the Node (see ``node_problems``).
+    problems: tuple[Diagnostic, ...] = ()
 
     @property
     def has_gpu(self) -> bool:
@@ -149,18 +153,25 @@ def is_rule_label(key: object) -> bool:
     return isinstance(key, str) and (key in RULE_LABELS or key.startswith(RULE_LABEL_PREFIXES))
 
 
-def _label_int(labels: dict[str, str], key: str) -> int | None:
+def _label_problem(key: str, message: str) -> Diagnostic:
+    return Diagnostic("", f"label {key}: {message}", pointer=f"/metadata/labels/{escape_token(key)}",
+                      severity=Severity.WARNING, kind="nodes")
+
+
+def _label_int(labels: dict[str, str], key: str, problems: list[Diagnostic] | None = None) -> int | None:
     v = labels.get(key)
     if v is None:
         return None
     try:
         return int(str(v).strip())
     except ValueError:
+        if problems is not None:
+            problems.append(_label_problem(key, f"{v!r} is not a whole number"))
         return None
 
 
 def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBase) -> NodeFacts:
-    problems: list[str] = []
+    problems: list[Diagnostic] = []
     driver: Version | None = None
     full = labels.get(DRIVER_FULL_LABEL)
     parts = None
@@ -168,7 +179,7 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
         try:
             driver = parse_driver_version(full)
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem(DRIVER_FULL_LABEL, str(exc)))
     if driver is None:
         for prefix, rev in DRIVER_PART_LABELS:
             major = labels.get(prefix + "major")
@@ -178,16 +189,16 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
                 try:
                     driver = parse_driver_version(text)
                 except VersionError as exc:
-                    problems.append(str(exc))
+                    problems.append(_label_problem(f"{prefix}major", f"{exc} (with .minor and .{rev})"))
                 break
     driver_cuda: Version | None = None
     for maj_key, min_key in DRIVER_CUDA_LABELS:
-        major_i, minor_i = _label_int(labels, maj_key), _label_int(labels, min_key)
+        major_i, minor_i = _label_int(labels, maj_key, problems), _label_int(labels, min_key, problems)
         if major_i is not None:
             try:
                 driver_cuda = parse_cuda_version(f"{major_i}.{minor_i or 0}")
             except VersionError as exc:
-                problems.append(str(exc))
+                problems.append(_label_problem(maj_key, str(exc)))
             break
     if driver_cuda is None and driver is not None:
         driver_cuda, _ = kb.driver_cuda(driver)
@@ -195,12 +206,13 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
     product = normalise_product(product_label) if product_label else None
     known = kb.product(product) if product else None
     cc: Version | None = None
-    cmaj, cmin = _label_int(labels, "nvidia.com/gpu.compute.major"), _label_int(labels, "nvidia.com/gpu.compute.minor")
+    cmaj = _label_int(labels, "nvidia.com/gpu.compute.major", problems)
+    cmin = _label_int(labels, "nvidia.com/gpu.compute.minor", problems)
     if cmaj is not None:
         try:
             cc = parse_compute_capability(f"{cmaj}.{cmin or 0}")
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem("nvidia.com/gpu.compute.major", str(exc)))
     if cc is None and known is not None:
         cc = known.compute_capability
     baseline: Version | None = None
@@ -208,7 +220,7 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
         try:
             baseline = parse_cuda_version(labels[VGPU_BASELINE_LABEL])
         except VersionError as exc:
-            problems.append(str(exc))
+            problems.append(_label_problem(VGPU_BASELINE_LABEL, str(exc)))
     resources: list[tuple[str, int]] = []
     for name, qty in sorted(allocatable.items()):
         if not is_gpu_resource(str(name)):
@@ -216,12 +228,15 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
         try:
             resources.append((str(name), int(parse_quantity(qty))))
         except QuantityError:
-            problems.append(f"allocatable {name}: {qty!r} is not a quantity")
+            problems.append(Diagnostic("", f"allocatable {name}: {qty!r} is not a quantity",
+                                       pointer=f"/status/allocatable/{escape_token(str(name))}",
+                                       severity=Severity.WARNING, kind="nodes"))
     strategy = labels.get("nvidia.com/gpu.sharing-strategy")
     return NodeFacts(
         driver=driver, driver_cuda=driver_cuda, compute_capability=cc, product=product,
         datacenter=known.datacenter if known else None, sharing_strategy=strategy,
-        mig_strategy=labels.get("nvidia.com/mig.strategy"), replicas=_label_int(labels, "nvidia.com/gpu.replicas"),
+        mig_strategy=labels.get("nvidia.com/mig.strategy"),
+        replicas=_label_int(labels, "nvidia.com/gpu.replicas", problems),
         vgpu_baseline=baseline, gpu_resources=tuple(resources), problems=tuple(problems),
     )
 
@@ -332,6 +347,21 @@ def build_cluster_from_records(records: Iterable[NodeRecord], kb: KnowledgeBase,
     if previous is not None:
         cluster.carry_over(previous)
     return cluster
+
+
+def node_problems(cluster: Cluster) -> Iterator[tuple[NodeClass, Diagnostic]]:
+    """What the nodes say that cannot be read, once per node class: (the class, the warning, whose pointer is into
+    any of its nodes). Equal problems of different classes are equal diagnostics (a consumer that reports each
+    distinct problem once can key on them); ``about_node`` words one for a reader."""
+    for cls in cluster.classes:
+        for problem in cls.facts.problems:
+            yield cls, problem
+
+
+def about_node(cls: NodeClass, problem: Diagnostic) -> Diagnostic:
+    """``problem`` naming the first node of ``cls`` (and how many more share its labels)."""
+    more = f" (and {cls.count - 1} more with the same labels)" if cls.count > 1 else ""
+    return replace(problem, message=f"node {cls.members[0].name}{more}: {problem.message}")
 
 
 # ---------------------------------------------------------------------------------------- scheduling
@@ -767,64 +797,58 @@ def offers_resources(requests: dict[str, int], cls: NodeClass) -> bool:
 
 # ---------------------------------------------------------------------------------------- profiles
 
-_SHARING = {"none", "time-slicing", "mps", "mig-single", "mig-mixed"}
-
-
 def _set_version(labels: dict[str, str], prefix: str, version: Version) -> None:
     labels[f"{prefix}.major"] = str(version.major)
     labels[f"{prefix}.minor"] = str(version.minor)
 
 
-def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonObject], list[str]]:
-    """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels."""
-    errors: list[str] = []
+def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonObject], list[Diagnostic]]:
+    """A ClusterProfile (compact, hand-written) -> synthetic Node objects carrying GFD labels, and the problems
+    that a schema cannot see (errors of kind ``nodes`` with a pointer into the profile): a GPU the products table
+    does not know, versions that do not parse, sharing without the replicas or MIG profiles it needs.
+
+    ``profile`` must be valid against ``schemas/clusterprofile.schema.json`` (types, enums, ranges, unknown keys):
+    ``compatcheck.io.loader`` validates it first, with located errors."""
+    errors: list[Diagnostic] = []
     nodes: list[JsonObject] = []
-    pools = profile.get("nodePools")
-    if not isinstance(pools, list) or not pools:
-        return [], ["ClusterProfile needs a non-empty nodePools list"]
-    for i, pool in enumerate(pools):
-        where = f"nodePools[{i}]"
-        if not isinstance(pool, dict):
-            errors.append(f"{where}: must be a mapping")
-            continue
+
+    def problem(field: str, message: str) -> None:  # worded as the schema's problems: the field, then what is wrong
+        pointer = f"/nodePools/{i}/{field}"  # i: the pool being read
+        errors.append(Diagnostic("", f"{pointer}: {message}", pointer=pointer, kind="nodes"))
+
+    for i, pool in enumerate(profile["nodePools"]):
         name = str(pool.get("name") or f"pool{i}")
-        bad_type = next((f for f, kind in (("labels", dict), ("resources", dict), ("taints", list),
-                                           ("migProfiles", dict)) if f in pool and not isinstance(pool[f], kind)), None)
-        if bad_type:
-            errors.append(f"{where}: {bad_type} must be a {'mapping' if bad_type != 'taints' else 'list'}")
-            continue
         labels: dict[str, str] = {str(k): str(v) for k, v in (pool.get("labels") or {}).items()}
         allocatable: JsonObject = {str(k): v for k, v in (pool.get("resources") or {}).items()}
         gpus = pool.get("gpusPerNode", 1)
-        if not isinstance(gpus, int) or gpus < 0:
-            errors.append(f"{where}: gpusPerNode must be a non-negative integer")
-            continue
         if "gpu" in pool:
             labels["nvidia.com/gpu.product"] = str(pool["gpu"])
             known = kb.product(str(pool["gpu"]))
             if known is None and "computeCapability" not in pool:
-                errors.append(f"{where}: GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
-        try:
-            if "computeCapability" in pool:
-                _set_version(labels, "nvidia.com/gpu.compute", parse_compute_capability(pool["computeCapability"]))
-            if "driver" in pool:
-                drv = parse_driver_version(pool["driver"])
-                labels[DRIVER_FULL_LABEL] = str(drv)
-                cuda, _ = kb.driver_cuda(drv)
+                problem("gpu", f"GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
+        for key, parse in (("computeCapability", parse_compute_capability), ("driver", parse_driver_version),
+                           ("driverCuda", parse_cuda_version)):
+            if key not in pool or (key == "driverCuda" and "driver" in pool):  # the driver says more
+                continue
+            try:
+                version = parse(pool[key])
+            except VersionError as exc:
+                problem(key, str(exc))
+                continue
+            if key == "computeCapability":
+                _set_version(labels, "nvidia.com/gpu.compute", version)
+            elif key == "driver":
+                labels[DRIVER_FULL_LABEL] = str(version)
+                cuda, _ = kb.driver_cuda(version)
                 if cuda is not None:
                     _set_version(labels, "nvidia.com/cuda.runtime-version", cuda)
-            elif "driverCuda" in pool:
-                _set_version(labels, "nvidia.com/cuda.runtime-version", parse_cuda_version(pool["driverCuda"]))
-        except VersionError as exc:
-            errors.append(f"{where}: {exc}")
-        sharing = str(pool.get("sharing", "none"))
-        if sharing not in _SHARING:
-            errors.append(f"{where}: sharing must be one of {sorted(_SHARING)}")
-            continue
-        replicas = pool.get("replicas", 1)
+            else:
+                _set_version(labels, "nvidia.com/cuda.runtime-version", version)
+        sharing = pool.get("sharing", "none")
         if sharing in ("time-slicing", "mps"):
-            if not isinstance(replicas, int) or replicas < 2:
-                errors.append(f"{where}: {sharing} needs replicas >= 2")
+            replicas = pool.get("replicas", 1)
+            if replicas < 2:
+                problem("replicas" if "replicas" in pool else "sharing", f"{sharing} needs replicas >= 2")
                 continue
             labels["nvidia.com/gpu.sharing-strategy"] = sharing
             labels["nvidia.com/gpu.replicas"] = str(replicas)
@@ -833,40 +857,35 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
         elif sharing.startswith("mig-"):
             labels["nvidia.com/mig.strategy"] = sharing[4:]
             mig = pool.get("migProfiles") or {}
-            if not mig or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in mig.values()):
-                errors.append(f"{where}: {sharing} needs migProfiles with positive counts, e.g. {{1g.10gb: 7}}")
+            if not mig:
+                problem("migProfiles" if "migProfiles" in pool else "sharing",
+                        f"{sharing} needs migProfiles with positive counts, e.g. {{1g.10gb: 7}}")
                 continue
             if sharing == "mig-mixed":
                 for prof, n in mig.items():
-                    allocatable.setdefault(f"nvidia.com/mig-{prof}", int(n) * gpus)
+                    allocatable.setdefault(f"nvidia.com/mig-{prof}", n * gpus)
             else:
-                allocatable.setdefault("nvidia.com/gpu", sum(int(n) for n in mig.values()) * gpus)
+                allocatable.setdefault("nvidia.com/gpu", sum(mig.values()) * gpus)
         else:
             labels["nvidia.com/gpu.sharing-strategy"] = "none"
             # GPU-Manager nodes advertise only tencent.com/vcuda-*; HAMi keeps nvidia.com/gpu.
-            if gpus and not (isinstance(pool.get("vgpu"), dict) and pool["vgpu"].get("type") == "gpu-manager"):
+            if gpus and (pool.get("vgpu") or {}).get("type") != "gpu-manager":
                 allocatable.setdefault("nvidia.com/gpu", gpus)
-        vgpu = pool.get("vgpu")
-        if isinstance(vgpu, dict) and not all(isinstance(vgpu.get(k, 1), int) for k in ("memoryUnits", "memoryMiB")):
-            errors.append(f"{where}: vgpu memoryUnits/memoryMiB must be integers")
-            continue
-        if isinstance(vgpu, dict):
-            if "baselineCuda" in vgpu:
-                labels[VGPU_BASELINE_LABEL] = str(vgpu["baselineCuda"])
-            if vgpu.get("type") == "gpu-manager":
-                allocatable.setdefault("tencent.com/vcuda-core", 100 * gpus)
-                allocatable.setdefault("tencent.com/vcuda-memory", int(vgpu.get("memoryUnits", 64)) * gpus)
-            elif vgpu.get("type") == "hami":
-                allocatable.setdefault("nvidia.com/gpumem", int(vgpu.get("memoryMiB", 16384)) * gpus)
-                allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
-        elif vgpu is not None:
-            errors.append(f"{where}: vgpu must be a mapping (type: gpu-manager|hami, baselineCuda)")
+        vgpu = pool.get("vgpu") or {}
+        if "baselineCuda" in vgpu:
+            try:
+                parse_cuda_version(vgpu["baselineCuda"])
+            except VersionError as exc:  # the label would be unreadable: say so now, where it was written
+                problem("vgpu/baselineCuda", str(exc))
+            labels[VGPU_BASELINE_LABEL] = str(vgpu["baselineCuda"])
+        if vgpu.get("type") == "gpu-manager":
+            allocatable.setdefault("tencent.com/vcuda-core", 100 * gpus)
+            allocatable.setdefault("tencent.com/vcuda-memory", vgpu.get("memoryUnits", 64) * gpus)
+        elif vgpu.get("type") == "hami":
+            allocatable.setdefault("nvidia.com/gpumem", vgpu.get("memoryMiB", 16384) * gpus)
+            allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
         taints = pool.get("taints") or []
-        count = pool.get("count", 1)
-        if not isinstance(count, int) or count < 1:
-            errors.append(f"{where}: count must be a positive integer")
-            continue
-        for n in range(count):
+        for n in range(pool.get("count", 1)):
             node_name = f"{name}-{n}"
             nodes.append({
                 "apiVersion": "v1", "kind": "Node",

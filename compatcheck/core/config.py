@@ -11,15 +11,18 @@ import re
 from dataclasses import dataclass, field
 
 from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.model import Finding, Severity
-from compatcheck.core.rules import ParamsError, RuleProblem, RuleSet, schema_problems
+from compatcheck.core.model import Diagnostic, Finding, Severity
+from compatcheck.core.pointers import escape_token
+from compatcheck.core.rules import ParamsError, RuleSet, schema_problems
 
 CONFIG_NAMES = (".compatcheck.yaml", ".compatcheck.yml")
 DEFAULT_DOCS_URL = "https://github.com/compatcheck/compatcheck/blob/main/docs/rules.md"
 
 
 class ConfigError(Exception):
-    def __init__(self, problems: list[RuleProblem]) -> None:
+    """An invalid configuration: every problem, as diagnostics of kind ``config``."""
+
+    def __init__(self, problems: list[Diagnostic]) -> None:
         super().__init__(f"{len(problems)} problem(s) in the configuration")
         self.problems = problems
 
@@ -103,32 +106,48 @@ def apply_to_ruleset(config: Config, ruleset: RuleSet) -> RuleSet:
     """Rules with params overrides merged and re-validated; unknown rule ids are errors."""
     from dataclasses import replace
 
-    problems: list[RuleProblem] = []
+    problems: list[Diagnostic] = []
     path = config.path or "<config>"
     names = set(config.severities) | config.disabled | set(config.params)
     for e in config.exemptions:
         names |= set(e.rules or ())
     names |= set(config.fixes_enabled or ()) | config.fixes_disabled | config.allow_unsafe
     for rule_id in sorted(names - set(ruleset.rules)):
-        problems.append(RuleProblem(path, "", f"unknown rule {rule_id!r} (see compatcheck rules list)"))
+        problems.append(Diagnostic(path, f"unknown rule {rule_id!r} (see compatcheck rules list)",
+                                   pointer=_naming(config, rule_id), kind="config"))
     rules = dict(ruleset.rules)
     for rule_id, override in config.params.items():
         if rule_id not in rules:
             continue
         merged = _deep_merge(rules[rule_id].params, override)
-        invalid = schema_problems(merged, rules[rule_id].check.params_schema, path)
+        invalid = schema_problems(merged, rules[rule_id].check.params_schema, path, "config")
         for p in invalid:
-            problems.append(RuleProblem(path, f"/rules/{rule_id}/params{p.pointer}",
-                                        f"rules.{rule_id}.params: {p.message}"))
+            problems.append(Diagnostic(path, f"rules.{rule_id}.params: {p.message}",
+                                       pointer=f"/rules/{rule_id}/params{p.pointer}", kind="config"))
         if invalid:
             continue
         try:
             rules[rule_id] = replace(rules[rule_id], params=merged)
         except ParamsError as exc:
-            problems.append(RuleProblem(path, f"/rules/{rule_id}/params", f"rules.{rule_id}.params: {exc}"))
+            problems.append(Diagnostic(path, f"rules.{rule_id}.params: {exc}", pointer=f"/rules/{rule_id}/params",
+                                       kind="config"))
     if problems:
         raise ConfigError(problems)
     return RuleSet({k: v for k, v in rules.items() if k not in config.disabled})
+
+
+def _naming(config: Config, rule_id: str) -> str:
+    """Where the config names ``rule_id`` (a pointer for the file's reader to turn into a line)."""
+    if rule_id in config.severities or rule_id in config.disabled or rule_id in config.params:
+        return f"/rules/{escape_token(rule_id)}"
+    for i, e in enumerate(config.exemptions):
+        if rule_id in (e.rules or ()):
+            return f"/exemptions/{i}/rules"
+    for key, names in (("enabled", config.fixes_enabled or ()), ("disabled", config.fixes_disabled),
+                       ("allowUnsafe", config.allow_unsafe)):
+        if rule_id in names:
+            return f"/fixes/{key}"
+    return ""
 
 
 def _deep_merge(base: JsonObject, over: JsonObject) -> JsonObject:

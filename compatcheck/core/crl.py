@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from compatcheck.core.jsonutil import Json, JsonObject, mapping, text
+from compatcheck.core.model import Diagnostic
 from compatcheck.core.quantities import QuantityError, parse_quantity
 
 CRL_TYPE_LABEL = "features.alauda.io/type"
@@ -23,7 +24,7 @@ CRL_ENABLED_LABEL = "features.alauda.io/enabled"
 CRL_TYPE = "CustomResourceLimitation"
 
 
-# The policies of crl.schema.json, which ``validate_crl`` holds every indexed ConfigMap to.
+# The policies of crl.schema.json, which ``crl_problems`` holds every indexed ConfigMap to.
 DataType = Literal["integer", "float", "quantity"]
 LimitsPolicy = Literal["disabled", "required", "optional"]
 RequestsPolicy = Literal["disabled", "required", "fromLimits"]
@@ -87,23 +88,26 @@ def value_matches(data_type: DataType, value: Json) -> bool:
         return False
 
 
-def validate_crl(obj: JsonObject) -> list[tuple[str, str]]:
-    """Problems as (RFC 6901 pointer, message); empty when the ConfigMap is a valid CRL."""
-    problems: list[tuple[str, str]] = []
+def crl_problems(obj: JsonObject, path: str = "") -> list[Diagnostic]:
+    """Why ``obj`` is not a valid CRL ConfigMap (errors of kind ``crl``, with a pointer into it; ``path``: the file
+    it came from, "" for an admitted or watched object); empty when it is valid."""
+    problems: list[Diagnostic] = []
     for err in sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path)):
         pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
-        problems.append((pointer, _short(err)))
+        problems.append(Diagnostic(path, _short(err), pointer=pointer, kind="crl"))
     if problems:
         return problems
     meta, data = obj["metadata"], obj["data"]
     if data["group"] != meta["labels"][CRL_GROUP_LABEL]:
-        problems.append(("/data/group", f"data.group {data['group']!r} differs from label "
-                                        f"{CRL_GROUP_LABEL}={meta['labels'][CRL_GROUP_LABEL]!r}"))
+        problems.append(Diagnostic(path, f"data.group {data['group']!r} differs from label "
+                                         f"{CRL_GROUP_LABEL}={meta['labels'][CRL_GROUP_LABEL]!r}",
+                                   pointer="/data/group", kind="crl"))
     if "defaultValue" in data and not value_matches(data["dataType"], data["defaultValue"]):
-        problems.append(("/data/defaultValue", f"defaultValue {data['defaultValue']!r} is not a valid "
-                                               f"{data['dataType']}"))
+        problems.append(Diagnostic(path, f"defaultValue {data['defaultValue']!r} is not a valid {data['dataType']}",
+                                   pointer="/data/defaultValue", kind="crl"))
     if data["limits"] == "disabled" and data["requests"] == "fromLimits":
-        problems.append(("/data/requests", "requests: fromLimits needs limits to be required or optional"))
+        problems.append(Diagnostic(path, "requests: fromLimits needs limits to be required or optional",
+                                   pointer="/data/requests", kind="crl"))
     return problems
 
 
@@ -114,7 +118,7 @@ def _short(err: Any) -> str:  # a jsonschema ValidationError (untyped)
 
 
 def crl_key(obj: JsonObject) -> CrlKey:
-    """The key of a ConfigMap that ``validate_crl`` accepted."""
+    """The key of a ConfigMap that ``crl_problems`` accepted."""
     data = obj["data"]
     return CrlKey(data["key"], data["dataType"], data.get("defaultValue"), data["limits"], data["requests"],
                   data["group"], obj["metadata"]["name"])
@@ -125,12 +129,12 @@ def is_enabled(obj: JsonObject) -> bool:
     return isinstance(labels, dict) and labels.get(CRL_ENABLED_LABEL) == "true"
 
 
-def build_index(objects: list[JsonObject]) -> tuple[CrlIndex, list[tuple[JsonObject, list[tuple[str, str]]]]]:
+def build_index(objects: list[JsonObject]) -> tuple[CrlIndex, list[tuple[JsonObject, list[Diagnostic]]]]:
     """Index of the valid, enabled CRLs, and the invalid ones with their problems (ignored whole)."""
     index = CrlIndex()
     invalid = []
     for obj in objects:
-        problems = validate_crl(obj)
+        problems = crl_problems(obj)
         if problems:
             invalid.append((obj, problems))
         elif is_enabled(obj):

@@ -122,13 +122,3 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
     kind: DiagnosticKind = "input"
     rule_id: str | None = None  # the rule that found it (input problems and internal errors of a check)
-
-
-@dataclass(frozen=True, slots=True)
-class InputError:
-    """A file (or document) that could not be read or understood; reported, never raised to the user.
-    Being replaced by ``Diagnostic`` (issue #11)."""
-
-    path: str
-    message: str
-    line: int | None = None

@@ -14,8 +14,8 @@ from typing import Any
 from compatcheck.core import checks
 from compatcheck.core.checks import AnyCheckType
 from compatcheck.core.checks.base import EvalContext, ObjectTarget, Outcome, PodAnalysis, RawParams, UnknownCheckType
-from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.model import Applicability, Severity
+from compatcheck.core.jsonutil import Json, JsonObject
+from compatcheck.core.model import Applicability, Diagnostic, DiagnosticKind, Severity
 
 
 class ParamsError(ValueError):
@@ -34,6 +34,8 @@ class Rule:
     references: tuple[str, ...]
     origin: str  # file the rule came from
     builtin: bool = True
+    # ``webhook: {mutate: default}``: the mutating webhook applies its safe fix unless the config turns it off.
+    mutate_by_default: bool = False
     # ``check.prepare(params)``, made once (and again by dataclasses.replace): the check's own params type, which
     # a RuleSet of every check type erases; only ``evaluate`` below reads it, handing it back to that check.
     prepared: Any = field(init=False, repr=False, compare=False)
@@ -57,15 +59,9 @@ class Rule:
         return self.check.fix_applicability
 
 
-@dataclass(frozen=True)
-class RuleProblem:
-    path: str
-    pointer: str
-    message: str
-    line: int | None = None
-
-
-def schema_problems(doc: JsonObject, schema: JsonObject, path: str) -> list[RuleProblem]:
+def schema_problems(doc: Json, schema: JsonObject, path: str,
+                    kind: DiagnosticKind = "rules") -> list[Diagnostic]:
+    """Every way ``doc`` breaks ``schema``, as errors of ``kind`` with a pointer (the caller adds the line)."""
     from jsonschema import Draft202012Validator  # lazy: only when validating
 
     out = []
@@ -77,13 +73,13 @@ def schema_problems(doc: JsonObject, schema: JsonObject, path: str) -> list[Rule
             if extra:
                 pointer += "/" + str(extra[0]).replace("~", "~0").replace("/", "~1")
         msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
-        out.append(RuleProblem(path, pointer, f"{pointer or '/'}: {msg}"))
+        out.append(Diagnostic(path, f"{pointer or '/'}: {msg}", pointer=pointer, kind=kind))
     return out
 
 
 def build_rule(doc: JsonObject, origin: str, *, builtin: bool, validate: bool,
-               rule_schema: JsonObject | None = None) -> tuple[Rule | None, list[RuleProblem]]:
-    problems: list[RuleProblem] = []
+               rule_schema: JsonObject | None = None) -> tuple[Rule | None, list[Diagnostic]]:
+    problems: list[Diagnostic] = []
     if validate and rule_schema is not None:
         problems = schema_problems(doc, rule_schema, origin)
         if problems:
@@ -91,20 +87,21 @@ def build_rule(doc: JsonObject, origin: str, *, builtin: bool, validate: bool,
     try:
         check_type = checks.get(doc["check"]["type"])
     except UnknownCheckType as exc:
-        return None, [RuleProblem(origin, "/check/type", str(exc))]
+        return None, [Diagnostic(origin, str(exc), pointer="/check/type", kind="rules")]
     params = dict(doc["check"].get("params") or {})
     if validate:
         for p in schema_problems(params, check_type.params_schema, origin):
-            problems.append(RuleProblem(origin, "/check/params" + p.pointer,
-                                        f"check {check_type.name} params: {p.message}"))
+            problems.append(Diagnostic(origin, f"check {check_type.name} params: {p.message}",
+                                       pointer="/check/params" + p.pointer, kind="rules"))
         if problems:
             return None, problems
     docs = doc["docs"]
     try:
         rule = Rule(doc["id"], doc["summary"], Severity(doc["severity"]), check_type, params, docs["rationale"],
-                    docs["remediation"], tuple(docs["references"]), origin, builtin)
+                    docs["remediation"], tuple(docs["references"]), origin, builtin,
+                    mutate_by_default=(doc.get("webhook") or {}).get("mutate") == "default")
     except ParamsError as exc:
-        return None, [RuleProblem(origin, "/check/params", str(exc))]
+        return None, [Diagnostic(origin, str(exc), pointer="/check/params", kind="rules")]
     return rule, []
 
 
@@ -119,6 +116,9 @@ class RuleSet:
     object_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     pod_rules: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     signature: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the ids, for memo keys
+    # The rules whose safe fix the mutating webhook applies unless the config says otherwise (rule files'
+    # ``webhook: {mutate: default}``).
+    default_mutations: frozenset[str] = field(init=False, repr=False, compare=False)
     # Pod rules by (GPU pod?, cluster view?): non-GPU pods only meet the rules that are not gpu_only, and
     # without nodes the rules that need them are left out.
     _pod_rules_by: dict[tuple[bool, bool], tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
@@ -129,6 +129,7 @@ class RuleSet:
         self.object_rules = tuple(r for r in self.ordered if r.check.target == "object")
         self.pod_rules = tuple(r for r in self.ordered if r.check.target == "pod")
         self.signature = tuple(r.id for r in self.ordered)
+        self.default_mutations = frozenset(r.id for r in self.ordered if r.mutate_by_default)
         self._pod_rules_by = {(gpu, online): tuple(r for r in self.pod_rules if (online or not r.needs_nodes)
                                                    and (gpu or not r.check.gpu_only))
                               for gpu in (False, True) for online in (False, True)}

@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
-from compatcheck.core.model import Finding
+from compatcheck.core.model import Diagnostic, Finding
+from compatcheck.core.rules import schema_problems
+from compatcheck.io.loader import packaged_schema
+from compatcheck.io.manifests import parse_text
 
 Key = tuple[str, str, str, str, str, str]
 
@@ -34,20 +38,31 @@ def dump(findings: list[Finding]) -> str:
 
 
 class BaselineError(ValueError):
-    pass
+    """A baseline file that cannot be used: its problems, as diagnostics of kind ``baseline``."""
+
+    def __init__(self, problems: list[Diagnostic]) -> None:
+        super().__init__("; ".join(f"{p.path}: {p.message}" for p in problems))
+        self.problems = problems
 
 
 def load(path: str) -> Counter[Key]:
+    """The findings of a baseline file, counted. Raises BaselineError with every located problem: the file is
+    validated by ``schemas/baseline.schema.json``."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data: Any = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read baseline: {exc}") from None
+            text = fh.read()
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError([Diagnostic(path, f"cannot read baseline: {exc}", exc.lineno, kind="baseline")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError([Diagnostic(path, f"cannot read baseline: {exc}", kind="baseline")]) from None
     if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("findings"), list):
-        raise BaselineError(f"{path}: not a compatcheck baseline (version 1)")
+        raise BaselineError([Diagnostic(path, "not a compatcheck baseline (version 1)", kind="baseline")])
+    found = schema_problems(data, packaged_schema("baseline.schema.json"), path, "baseline")
+    if found:  # rare: parse again, with positions, for the lines
+        docs = parse_text(path, text).documents
+        raise BaselineError([replace(p, line=docs[0].locate(p.pointer)[0]) if docs else p for p in found])
     out: Counter[Key] = Counter()
     for e in data["findings"]:
-        if isinstance(e, dict):
-            out[(str(e.get("rule")), str(e.get("file")), str(e.get("kind")), str(e.get("object")),
-                 str(e.get("container")), str(e.get("pointer")))] += 1
+        out[(e["rule"], e["file"], e["kind"], e["object"], e["container"], e["pointer"])] += 1
     return out

@@ -9,12 +9,13 @@ else defaults. Reads files; evaluates nothing.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption
-from compatcheck.core.model import Severity
-from compatcheck.core.rules import RuleProblem, schema_problems
+from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.rules import schema_problems
 from compatcheck.io.loader import packaged_schema
 from compatcheck.io.manifests import read_file
 
@@ -33,21 +34,39 @@ def find_config(start: str | None = None) -> str | None:
     return env if env else None
 
 
+def locate(problems: list[Diagnostic]) -> list[Diagnostic]:
+    """``problems`` found after the config was read (by ``apply_to_ruleset``, which knows no lines), with the line
+    of their pointer in the file they name."""
+    docs: dict[str, Any] = {}
+    out = []
+    for p in problems:
+        if p.line is not None or not p.pointer or not os.path.isfile(p.path):
+            out.append(p)
+            continue
+        if p.path not in docs:
+            parsed = read_file(p.path)
+            docs[p.path] = parsed.documents[0] if len(parsed.documents) == 1 else None
+        doc = docs[p.path]
+        out.append(replace(p, line=doc.locate(p.pointer)[0]) if doc is not None else p)
+    return out
+
+
 def load_config(path: str | None) -> Config:
     """Parse and validate a config file (None = defaults). Raises ConfigError with every located problem."""
     if path is None:
         return Config()
     parsed = read_file(path)
-    problems = [RuleProblem(path, "", e.message, e.line) for e in parsed.errors]
+    problems = [replace(e, kind="config") for e in parsed.errors]
     if problems:
         raise ConfigError(problems)
     if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
-        raise ConfigError([RuleProblem(path, "", "expected one YAML mapping with apiVersion: compatcheck/v1")])
+        raise ConfigError([Diagnostic(path, "expected one YAML mapping with apiVersion: compatcheck/v1",
+                                      kind="config")])
     doc = parsed.documents[0]
     data: dict[str, Any] = doc.data
-    found = schema_problems(data, packaged_schema("config.schema.json"), path)
+    found = schema_problems(data, packaged_schema("config.schema.json"), path, "config")
     if found:
-        raise ConfigError([RuleProblem(p.path, p.pointer, p.message, doc.locate(p.pointer)[0]) for p in found])
+        raise ConfigError([replace(p, line=doc.locate(p.pointer)[0]) for p in found])
     base = Path(path).resolve().parent
 
     def rel(p: str) -> str:

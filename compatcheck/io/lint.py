@@ -13,11 +13,11 @@ from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.engine import evaluate
-from compatcheck.core.model import Finding, InputError, SourceRef
+from compatcheck.core.model import Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import object_ref
 from compatcheck.io import baseline as baseline_mod
-from compatcheck.io.loader import Loaded, crl_index, load_crl_objects, load_nodes
+from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -57,8 +57,8 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
             texts: dict[str, str] | None = None) -> tuple[list[ParsedFile], EvalContext]:
     cluster = None
     if options.nodes:
-        cluster, errors = load_nodes(options.nodes, loaded.kb, options.max_bytes)
-        report.errors.extend(errors)
+        cluster, diagnostics = load_nodes(options.nodes, loaded.kb, options.max_bytes)
+        report.add(diagnostics)
     parsed: list[ParsedFile] = []
     if texts is not None:
         files = list(texts)
@@ -66,23 +66,23 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
             parsed.append(parse_text(name, text))
     else:
         files, errors = expand_paths(paths)
-        report.errors.extend(errors)
+        report.add(errors)
         parsed = [read_file(f, options.max_bytes) for f in files]
     for pf in parsed:
-        report.errors.extend(pf.errors)
-        report.notes.extend(pf.notes)
+        report.add(pf.errors)
+        report.add(pf.notes)
     report.files = len(files)
     crl_objects, crl_errors = load_crl_objects(options.crl, options.max_bytes) if options.crl else ([], [])
-    report.errors.extend(crl_errors)
+    report.add(crl_errors)
     for pf in parsed:
         for doc in pf.documents:
-            for _prefix, obj in iter_objects(doc):
+            for prefix, obj in iter_objects(doc):
                 if claims_crl(obj):
-                    crl_objects.append((pf.path, obj))
+                    crl_objects.append(CrlSource(pf.path, obj, doc, prefix))
     index, invalid = crl_index(crl_objects) if crl_objects else (CrlIndex(), [])
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
-    report.errors.extend(e for e in invalid if e.path not in linted)
+    report.add(e for e in invalid if e.path not in linted)
     return parsed, EvalContext(loaded.kb, cluster, index)
 
 
@@ -106,8 +106,9 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                     located.append(replace(finding, source=SourceRef(path, line, col)))
                 report.objects_seen.append((_path(doc, options), object_ref(obj)))
                 for problem in result.problems:
-                    path, line, _col = _where(doc, prefix + problem.pointer, options)
-                    report.errors.append(InputError(path, problem.message, line))
+                    path, line, col = _where(doc, prefix + problem.pointer, options)
+                    report.errors.append(replace(problem, path=path, line=line, column=col,
+                                                 pointer=prefix + problem.pointer))
                 kept = _filter(located, obj, config, remaining, report, result.pods)
                 report.findings.extend(kept)
                 if keep is not None:

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compatcheck.core.cluster import Cluster, build_cluster, profile_to_nodes
+from compatcheck.core.cluster import Cluster, about_node, build_cluster, node_problems, node_record, profile_to_nodes
 from compatcheck.core.crl import CrlIndex, build_index, claims_crl
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
-from compatcheck.core.model import InputError
-from compatcheck.core.rules import Rule, RuleProblem, RuleSet, build_rule, schema_problems
-from compatcheck.io.manifests import expand_paths, iter_objects, load_data, read_file
+from compatcheck.core.model import Applicability, Diagnostic
+from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
+from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
 
 
 def builtin_rules_dir() -> Path:
@@ -39,7 +39,9 @@ def packaged_schema(name: str) -> dict[str, Any]:
 
 
 class RuleLoadError(Exception):
-    def __init__(self, problems: list[RuleProblem]) -> None:
+    """Invalid rule or data-table files: every problem, as diagnostics of kind ``rules``."""
+
+    def __init__(self, problems: list[Diagnostic]) -> None:
         super().__init__(f"{len(problems)} problem(s) in rule files")
         self.problems = problems
 
@@ -57,7 +59,7 @@ def _yaml_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def _parse_one(path: Path, problems: list[RuleProblem], *, trusted: bool = False) -> dict[str, Any] | None:
+def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False) -> dict[str, Any] | None:
     if trusted:
         # Built-in files are validated by the test-suite: skip position tracking (cold start matters).
         docs = load_data(path.read_text("utf-8"))
@@ -65,12 +67,11 @@ def _parse_one(path: Path, problems: list[RuleProblem], *, trusted: bool = False
         data["__doc__"] = None
         return data
     parsed = read_file(str(path))
-    for err in parsed.errors:
-        problems.append(RuleProblem(str(path), "", err.message, err.line))
+    problems.extend(replace(err, kind="rules") for err in parsed.errors)
     if parsed.errors:
         return None
     if len(parsed.documents) != 1 or not isinstance(parsed.documents[0].data, dict):
-        problems.append(RuleProblem(str(path), "", "expected exactly one YAML mapping"))
+        problems.append(Diagnostic(str(path), "expected exactly one YAML mapping", kind="rules"))
         return None
     doc = parsed.documents[0]
     data = doc.data
@@ -78,8 +79,8 @@ def _parse_one(path: Path, problems: list[RuleProblem], *, trusted: bool = False
     return data
 
 
-def _with_lines(problems: list[RuleProblem], doc: Any) -> list[RuleProblem]:
-    return [RuleProblem(p.path, p.pointer, p.message, _line(doc, p.pointer) or p.line) for p in problems]
+def _with_lines(problems: list[Diagnostic], doc: Any) -> list[Diagnostic]:
+    return [replace(p, line=_line(doc, p.pointer) or p.line) for p in problems]
 
 
 def _line(doc: Any, pointer: str) -> int | None:
@@ -89,17 +90,18 @@ def _line(doc: Any, pointer: str) -> int | None:
 def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = False) -> Loaded:
     """Built-in rules and tables plus admin directories (``<dir>/*.yaml`` rules, ``<dir>/data/*.yaml``
     tables). Raises RuleLoadError listing every problem."""
-    problems: list[RuleProblem] = []
+    problems: list[Diagnostic] = []
     rules: dict[str, Rule] = {}
     builtin_tables: dict[str, list[dict[str, Any]]] = {}
     admin_tables: dict[str, list[dict[str, Any]]] = {}
     builtin_dir = builtin_rules_dir()
     if not _yaml_files(builtin_dir):  # a broken install or checkout: never lint with no rules at all
-        raise RuleLoadError([RuleProblem(str(builtin_dir), "", "the built-in rules are missing (a broken install?)")])
+        raise RuleLoadError([Diagnostic(str(builtin_dir), "the built-in rules are missing (a broken install?)",
+                                        kind="rules")])
     dirs: list[tuple[Path, bool]] = [(builtin_dir, True)]
     for d in extra_dirs or []:
         if not os.path.isdir(d):
-            problems.append(RuleProblem(d, "", "rules directory does not exist"))
+            problems.append(Diagnostic(d, "rules directory does not exist", kind="rules"))
             continue
         dirs.append((Path(d), False))
     rule_schema = packaged_schema("rule.schema.json")
@@ -128,20 +130,26 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                 problems.extend(_with_lines(found, doc))
                 continue
             assert rule is not None
+            if validate and rule.mutate_by_default and rule.fix_applicability is not Applicability.SAFE:
+                fix = rule.fix_applicability.value if rule.fix_applicability else "no"
+                problems.append(Diagnostic(str(path), f"webhook.mutate: default needs a check with a safe fix; "
+                                                      f"check {rule.check.name} has {fix} fix here",
+                                           _line(doc, "/webhook/mutate"), pointer="/webhook/mutate", kind="rules"))
+                continue
             if rule.id != path.stem:
-                problems.append(RuleProblem(str(path), "/id", f"rule id {rule.id!r} must equal the file name "
-                                                               f"{path.stem!r}", _line(doc, "/id")))
+                problems.append(Diagnostic(str(path), f"rule id {rule.id!r} must equal the file name {path.stem!r}",
+                                           _line(doc, "/id"), pointer="/id", kind="rules"))
                 continue
             if rule.id in rules:
                 if builtin or data.get("overrides") != rule.id:
-                    problems.append(RuleProblem(str(path), "/id", f"rule {rule.id!r} is already defined by "
-                                    f"{rules[rule.id].origin}; add 'overrides: {rule.id}' to replace it",
-                                                _line(doc, "/id")))
+                    problems.append(Diagnostic(str(path), f"rule {rule.id!r} is already defined by "
+                                               f"{rules[rule.id].origin}; add 'overrides: {rule.id}' to replace it",
+                                               _line(doc, "/id"), pointer="/id", kind="rules"))
                     continue
             elif data.get("overrides"):
-                problems.append(RuleProblem(str(path), "/overrides",
-                                            f"overrides names {data['overrides']!r}, which is not a built-in rule",
-                                            _line(doc, "/overrides")))
+                problems.append(Diagnostic(str(path),
+                                           f"overrides names {data['overrides']!r}, which is not a built-in rule",
+                                           _line(doc, "/overrides"), pointer="/overrides", kind="rules"))
                 continue
             rules[rule.id] = rule
     tables = {name: admin_tables.get(name, []) + builtin_tables.get(name, [])
@@ -150,13 +158,13 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
     try:
         kb = KnowledgeBase.from_tables(tables)
     except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
-        problems.append(RuleProblem("rules/data", "", f"data tables: {exc}"))
+        problems.append(Diagnostic("rules/data", f"data tables: {exc}", kind="rules"))
     if problems:
         raise RuleLoadError(problems)
     return Loaded(RuleSet(rules), kb, tables)
 
 
-def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> list[RuleProblem]:
+def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> list[Diagnostic]:
     found = schema_problems(data, schema, path)
     if found:
         return found
@@ -165,88 +173,168 @@ def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> 
     sources = data["sources"]
     for i, row in enumerate(data["rows"]):
         for p in schema_problems(row, row_schema, path):
-            found.append(RuleProblem(path, f"/rows/{i}{p.pointer}", f"rows[{i}]: {p.message}"))
+            found.append(Diagnostic(path, f"rows[{i}]: {p.message}", pointer=f"/rows/{i}{p.pointer}", kind="rules"))
         refs = [row.get("source")] + [v.get("source") for v in row.get("versions", []) if isinstance(v, dict)]
         for ref in refs:
             if isinstance(ref, str) and ref not in sources and "://" not in ref:
-                found.append(RuleProblem(path, f"/rows/{i}/source",
-                                         f"rows[{i}]: source {ref!r} is neither a key of sources nor a URL"))
+                found.append(Diagnostic(path, f"rows[{i}]: source {ref!r} is neither a key of sources nor a URL",
+                                        pointer=f"/rows/{i}/source", kind="rules"))
     return found
 
 
 # ------------------------------------------------------------------------------------------ nodes
 
 
-def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[InputError]]:
-    """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile."""
+def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[Diagnostic]]:
+    """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile: the cluster (None when the
+    file has errors) and its diagnostics. Errors are of kind ``nodes``; what a node's labels or allocatable say
+    that cannot be read is a warning, once per node class, naming a node and located at its label."""
     from ruamel.yaml.error import YAMLError
 
     try:
         size = os.path.getsize(path)
         if size > max_bytes:
-            return None, [InputError(path, f"node file is {size / 1e6:.1f} MB, over the limit (--max-file-size)")]
+            return None, [Diagnostic(path, f"node file is {size / 1e6:.1f} MB, over the limit (--max-file-size)",
+                                     kind="nodes")]
         text = Path(path).read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [InputError(path, f"cannot read node file: {exc}")]
+        return None, [Diagnostic(path, f"cannot read node file: {exc}", kind="nodes")]
     try:
         docs = load_data(text)
     except json.JSONDecodeError as exc:
-        return None, [InputError(path, f"invalid JSON: {exc.msg}", exc.lineno)]
+        return None, [Diagnostic(path, f"invalid JSON: {exc.msg}", exc.lineno, kind="nodes")]
     except ValueError as exc:
-        return None, [InputError(path, f"invalid node file: {exc}")]
+        return None, [Diagnostic(path, f"invalid node file: {exc}", kind="nodes")]
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return None, [InputError(path, f"invalid YAML: {problem}", mark.line + 1 if mark else None)]
+        return None, [Diagnostic(path, f"invalid YAML: {problem}", mark.line + 1 if mark else None,
+                                 kind="nodes")]
     except RecursionError:
-        return None, [InputError(path, "invalid node file: nesting too deep")]
+        return None, [Diagnostic(path, "invalid node file: nesting too deep", kind="nodes")]
     nodes: list[dict[str, Any]] = []
-    errors: list[InputError] = []
-    for doc in docs:
+    # Where each node came from: (document index, pointer of the Node or of the profile's pool, from a profile?).
+    sources: list[tuple[int, str, bool]] = []
+    errors: list[Diagnostic] = []
+    lines = _Lines(path, text)
+    for index, doc in enumerate(docs):
         if not isinstance(doc, dict):
-            errors.append(InputError(path, "expected a Node, a List of Nodes or a ClusterProfile"))
+            errors.append(Diagnostic(path, "expected a Node, a List of Nodes or a ClusterProfile", kind="nodes"))
             continue
         kind = doc.get("kind")
         if kind == "ClusterProfile":
-            found, problems = profile_to_nodes(doc, kb)
+            # The schema first (types, enums, unknown keys), then what it cannot see; both located.
+            problems = schema_problems(doc, packaged_schema("clusterprofile.schema.json"), path, "nodes")
+            found: list[dict[str, Any]] = []
+            if not problems:
+                found, problems = profile_to_nodes(doc, kb)
             nodes.extend(found)
-            errors.extend(InputError(path, f"ClusterProfile {p}") for p in problems)
+            if not problems:  # each pool became ``count`` nodes, in order
+                sources.extend((index, f"/nodePools/{i}", True) for i, pool in enumerate(doc["nodePools"])
+                               for _ in range(pool.get("count", 1)))
+            errors.extend(replace(p, path=path, message=f"ClusterProfile {p.message}",
+                                  line=lines.line(index, p.pointer)) for p in problems)
         elif kind in ("List", "NodeList") and isinstance(doc.get("items"), list):
-            nodes.extend(n for n in doc["items"] if isinstance(n, dict) and n.get("kind", "Node") == "Node")
+            for i, n in enumerate(doc["items"]):
+                if isinstance(n, dict) and n.get("kind", "Node") == "Node":
+                    nodes.append(n)
+                    sources.append((index, f"/items/{i}", False))
         elif kind == "Node":
             nodes.append(doc)
+            sources.append((index, "", False))
         else:
-            errors.append(InputError(path, f"expected Node, List of Nodes or ClusterProfile, found kind {kind!r}"))
+            errors.append(Diagnostic(path, f"expected Node, List of Nodes or ClusterProfile, found kind {kind!r}",
+                                     kind="nodes"))
     if errors:
         return None, errors
     if not nodes:
-        return None, [InputError(path, "the node file contains no nodes")]
-    return build_cluster(nodes, kb), []
+        return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
+    cluster = build_cluster(nodes, kb)
+    return cluster, _node_warnings(cluster, nodes, sources, lines)
+
+
+class _Lines:
+    """Lines of pointers in a file read without positions (the fast path): parsed again, with positions, only
+    when something must be located."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+        self._docs: list[Document] | None = None
+
+    def line(self, index: int, pointer: str) -> int | None:
+        if self._docs is None:
+            self._docs = parse_text(self.path, self.text).documents
+        return self._docs[index].locate(pointer)[0] if index < len(self._docs) else None
+
+
+def _node_warnings(cluster: Cluster, nodes: list[dict[str, Any]], sources: list[tuple[int, str, bool]],
+                   lines: _Lines) -> list[Diagnostic]:
+    problems = list(node_problems(cluster))
+    if not problems:
+        return []
+    where: dict[str, tuple[int, str, bool]] = {}
+    if len(sources) == len(nodes):
+        for node, source in zip(nodes, sources, strict=True):
+            where.setdefault(node_record(node).name, source)
+    out = []
+    for cls, problem in problems:
+        d = about_node(cls, problem)
+        found = where.get(cls.members[0].name)
+        if found is None:
+            out.append(replace(d, path=lines.path))
+            continue
+        index, prefix, pool = found
+        pointer = prefix + problem.pointer
+        if pool:  # a profile's pool: its labels and resources become the synthetic Nodes'
+            pointer = prefix + problem.pointer.replace("/metadata/labels/", "/labels/", 1).replace(
+                "/status/allocatable/", "/resources/", 1)
+        out.append(replace(d, path=lines.path, line=lines.line(index, pointer), pointer=pointer))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ CRLs
 
 
-def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[tuple[str, dict[str, Any]]], list[InputError]]:
-    files, errors = expand_paths(paths)
-    found: list[tuple[str, dict[str, Any]]] = []
+@dataclass(frozen=True)
+class CrlSource:
+    """A ConfigMap that claims to be a CRL, and where it was read (for the lines of its problems)."""
+
+    path: str
+    obj: dict[str, Any]
+    doc: Document | None = None
+    prefix: str = ""  # the object's pointer in ``doc`` (a List's item)
+
+    def line(self, pointer: str) -> int | None:
+        return self.doc.locate(self.prefix + pointer)[0] if self.doc is not None else None
+
+
+def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[CrlSource], list[Diagnostic]]:
+    files, missing = expand_paths(paths)
+    errors = [replace(e, kind="crl") for e in missing]
+    found: list[CrlSource] = []
     for f in files:
         parsed = read_file(f, max_bytes)
-        errors.extend(parsed.errors)
+        errors.extend(replace(e, kind="crl") for e in parsed.errors)
         for doc in parsed.documents:
-            for _prefix, obj in iter_objects(doc):
+            for prefix, obj in iter_objects(doc):
                 if claims_crl(obj):
-                    found.append((f, obj))
+                    found.append(CrlSource(f, obj, doc, prefix))
     return found, errors
 
 
-def crl_index(objects: list[tuple[str, dict[str, Any]]]) -> tuple[CrlIndex, list[InputError]]:
-    index, invalid = build_index([o for _p, o in objects])
-    origin = {id(o): p for p, o in objects}
-    errors = [InputError(origin.get(id(obj), "?"), f"invalid CRL ConfigMap {obj.get('metadata', {}).get('name')!r} "
-                                                   f"ignored: {problems[0][1]}") for obj, problems in invalid]
+def crl_index(objects: list[CrlSource]) -> tuple[CrlIndex, list[Diagnostic]]:
+    """The index of the valid, enabled CRLs, and an error for each invalid one (ignored whole), at the line of
+    its first problem."""
+    index, invalid = build_index([src.obj for src in objects])
+    source = {id(src.obj): src for src in objects}
+    errors = []
+    for obj, problems in invalid:
+        src, first = source[id(obj)], problems[0]
+        name = obj.get("metadata", {}).get("name")
+        errors.append(Diagnostic(src.path, f"invalid CRL ConfigMap {name!r} ignored: {first.message}",
+                                 src.line(first.pointer), pointer=src.prefix + first.pointer, kind="crl"))
     return index, errors
 
 
-__all__ = ["Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects", "load_nodes",
-           "load_rules"]
+__all__ = ["CrlSource", "Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects",
+           "load_nodes", "load_rules"]

@@ -3,7 +3,7 @@
 This is the linter's only YAML reader for user files. It composes nodes with ruamel.yaml (the C
 parser when available) and builds plain dicts/lists itself, recording where each mapping key and
 list item starts, so the engine can stay position-agnostic and findings can still point at lines.
-Bad input becomes an ``InputError`` (one line, with the line number); nothing here raises to callers.
+Bad input becomes a ``Diagnostic`` (one line, with the line number); nothing here raises to callers.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import BaseResolver
 from ruamel.yaml.tag import Tag
 
-from compatcheck.core.model import InputError
+from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import split_pointer
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -70,8 +70,8 @@ class Document:
 class ParsedFile:
     path: str
     documents: list[Document]
-    errors: list[InputError]
-    notes: list[InputError]
+    errors: list[Diagnostic]
+    notes: list[Diagnostic]  # severity info, kind "note": what was skipped on purpose
     text: str | None = None
 
 
@@ -254,13 +254,17 @@ def _parser() -> YAML:
     return _yaml_parser
 
 
-def _yaml_error(path: str, exc: YAMLError) -> InputError:
+def _yaml_error(path: str, exc: YAMLError) -> Diagnostic:
     if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         line = mark.line + 1 if mark is not None else None
-        return InputError(path, f"invalid YAML: {problem}", line)
-    return InputError(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return Diagnostic(path, f"invalid YAML: {problem}", line)
+    return Diagnostic(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+
+def _note(path: str, message: str, line: int | None) -> Diagnostic:
+    return Diagnostic(path, message, line, severity=Severity.INFO, kind="note")
 
 
 HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
@@ -283,10 +287,10 @@ def parse_text(path: str, text: str) -> ParsedFile:
             except _BuildError as exc:
                 bad_line = text.splitlines()[exc.line - 1] if 0 < exc.line <= text.count("\n") + 1 else ""
                 if "{{" in bad_line:
-                    result.notes.append(InputError(path, f"document {index + 1} looks like an unrendered template "
-                                                         "({{ ... }}); skipped", exc.line))
+                    result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
+                                                    "({{ ... }}); skipped", exc.line))
                 else:
-                    result.errors.append(InputError(path, f"document {index + 1}: {exc}", exc.line))
+                    result.errors.append(Diagnostic(path, f"document {index + 1}: {exc}", exc.line))
                 index += 1
                 continue
             result.documents.append(Document(path, index, data, node.start_mark.line + 1, builder.positions))
@@ -295,13 +299,13 @@ def parse_text(path: str, text: str) -> ParsedFile:
         err = _yaml_error(path, exc)
         if HELM_MARKER.search(text):
             result.notes.append(
-                InputError(path, "looks like an unrendered template ({{ ... }}); skipped the rest of the file"
-                           " (render it first, e.g. helm template)", err.line)
+                _note(path, "looks like an unrendered template ({{ ... }}); skipped the rest of the file"
+                      " (render it first, e.g. helm template)", err.line)
             )
         else:
             result.errors.append(err)
     except RecursionError:
-        result.errors.append(InputError(path, "invalid YAML: nesting too deep"))
+        result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep"))
     return result
 
 
@@ -338,27 +342,27 @@ def _parse_json(path: str, text: str, result: ParsedFile) -> ParsedFile:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        result.errors.append(InputError(path, f"invalid JSON: {exc.msg}", exc.lineno))
+        result.errors.append(Diagnostic(path, f"invalid JSON: {exc.msg}", exc.lineno))
         return result
     except RecursionError:
-        result.errors.append(InputError(path, "invalid JSON: nesting too deep"))
+        result.errors.append(Diagnostic(path, "invalid JSON: nesting too deep"))
         return result
     result.documents.append(Document(path, 0, data, 1))
     return result
 
 
-def decode(path: str, raw: bytes, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[str | None, InputError | None]:
+def decode(path: str, raw: bytes, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[str | None, Diagnostic | None]:
     if len(raw) > max_bytes:
-        return None, InputError(
+        return None, Diagnostic(
             path, f"file is {len(raw) / 1e6:.1f} MB, over the {max_bytes // (1024 * 1024)} MiB limit (--max-file-size)"
         )
     if b"\x00" in raw[:8192]:
-        return None, InputError(path, "binary file (contains NUL bytes), not YAML or JSON")
+        return None, Diagnostic(path, "binary file (contains NUL bytes), not YAML or JSON")
     try:
         return raw.decode("utf-8-sig"), None
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        return None, InputError(path, "not UTF-8 text (binary file?)", line)
+        return None, Diagnostic(path, "not UTF-8 text (binary file?)", line)
 
 
 def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedFile:
@@ -368,22 +372,22 @@ def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedFile:
         else:
             size = os.path.getsize(path)
             if size > max_bytes:
-                return ParsedFile(path, [], [InputError(
+                return ParsedFile(path, [], [Diagnostic(
                     path, f"file is {size / 1e6:.1f} MB, over the {max_bytes // (1024 * 1024)} MiB limit"
                     " (--max-file-size)")], [])
             raw = Path(path).read_bytes()
     except OSError as exc:
-        return ParsedFile(path, [], [InputError(path, f"cannot read: {exc.strerror or exc}")], [])
+        return ParsedFile(path, [], [Diagnostic(path, f"cannot read: {exc.strerror or exc}")], [])
     text, err = decode(path, raw, max_bytes)
     if err is not None or text is None:
         return ParsedFile(path, [], [err] if err else [], [])
     return parse_text(path, text)
 
 
-def expand_paths(paths: list[str]) -> tuple[list[str], list[InputError]]:
+def expand_paths(paths: list[str]) -> tuple[list[str], list[Diagnostic]]:
     """Files as given; directories recursively (*.yaml, *.yml, *.json), sorted, hidden dirs skipped."""
     files: list[str] = []
-    errors: list[InputError] = []
+    errors: list[Diagnostic] = []
     for p in paths:
         if p == "-":
             files.append(p)
@@ -394,7 +398,7 @@ def expand_paths(paths: list[str]) -> tuple[list[str], list[InputError]]:
         elif os.path.exists(p):
             files.append(p)
         else:
-            errors.append(InputError(p, "no such file or directory"))
+            errors.append(Diagnostic(p, "no such file or directory"))
     return files, errors
 
 

@@ -1,39 +1,26 @@
 """What a command needs before it runs, for the CLI and the webhook's commands alike: the config file and the
 rules it configures, the exit codes, and ``CommandError``, the exception that stops a command with what to print
-(one-line messages, and located problems as ``file:line: error: ...``)."""
+(one-line messages, and located diagnostics as ``file:line: error: ...``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 from compatcheck.core.config import Config, ConfigError, apply_to_ruleset
-from compatcheck.io.config import load_config
+from compatcheck.core.model import Diagnostic
+from compatcheck.io.config import load_config, locate
 from compatcheck.io.loader import Loaded, RuleLoadError, load_rules
 
 # 0: nothing at or above the failure threshold; 1: findings at or above it; 2: usage, config, rule or input errors.
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-class Located(Protocol):
-    """Anything with a place and a message (input errors, rule-file and config problems)."""
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def line(self) -> int | None: ...
-
-    @property
-    def message(self) -> str: ...
-
-
 class CommandError(Exception):
     """The command cannot go on. ``messages`` are printed as ``compatcheck: error: ...`` lines and ``problems`` as
     ``file:line: error: ...`` lines; the exit code is 2."""
 
-    def __init__(self, *messages: str, problems: Iterable[Located] = ()) -> None:
+    def __init__(self, *messages: str, problems: Iterable[Diagnostic] = ()) -> None:
         super().__init__("; ".join(messages) or "problems found")
         self.messages = messages
         self.problems = list(problems)
@@ -63,5 +50,5 @@ def configure(config_path: str | None, rules_dirs: list[str]) -> Configured:
     try:
         loaded.ruleset = apply_to_ruleset(config, loaded.ruleset)
     except ConfigError as exc:
-        raise CommandError(problems=exc.problems) from None
+        raise CommandError(problems=locate(exc.problems)) from None
     return Configured(config, loaded)

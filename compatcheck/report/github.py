@@ -18,9 +18,10 @@ def _prop(text: str) -> str:
 
 def render(report: LintReport) -> str:
     lines = []
-    for e in report.errors:
+    for e in [*report.errors, *report.warnings]:
         loc = f"file={_prop(e.path)}" + (f",line={e.line}" if e.line else "")
-        lines.append(f"::error {loc},title=compatcheck input error::{_data(e.message)}")
+        level = _LEVEL[e.severity.value]
+        lines.append(f"::{level} {loc},title=compatcheck input {e.severity.value}::{_data(e.message)}")
     for f in report.findings:
         parts = []
         if f.source:

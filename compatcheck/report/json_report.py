@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from compatcheck.core.model import Diagnostic
 from compatcheck.report.model import LintReport
+
+
+def _located(d: Diagnostic) -> dict[str, Any]:
+    entry: dict[str, Any] = {"file": d.path, "message": d.message}
+    if d.line is not None:
+        entry["line"] = d.line
+    return entry
 
 
 def render(report: LintReport) -> str:
@@ -21,24 +29,17 @@ def render(report: LintReport) -> str:
         if f.fix is not None:
             item["fix"] = f.fix.to_json()
         findings.append(item)
-    errors = []
-    for e in report.errors:
-        entry: dict[str, Any] = {"file": e.path, "message": e.message}
-        if e.line is not None:
-            entry["line"] = e.line
-        errors.append(entry)
+    errors = [_located(e) for e in report.errors]
     suppressed = [{"rule": s.finding.rule_id, "file": s.finding.source.path if s.finding.source else None,
                    "line": s.finding.source.line if s.finding.source else None, "pointer": s.finding.pointer,
                    "object": s.finding.obj.to_json(), "container": s.finding.container, "by": s.how,
                    "reason": s.reason} for s in report.suppressed] if report.show_suppressed else None
-    out = {
-        "version": 1,
-        "findings": findings,
-        "errors": errors,
-        "skipped": [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes],
-        "summary": {"files": report.files, "objects": report.objects, "findings": report.counts(),
-                    "suppressed": len(report.suppressed)},
-    }
+    out: dict[str, Any] = {"version": 1, "findings": findings, "errors": errors}
+    if report.warnings:  # only when there are some: the output of a run without them is unchanged
+        out["warnings"] = [_located(w) for w in report.warnings]
+    out["skipped"] = [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes]
+    out["summary"] = {"files": report.files, "objects": report.objects, "findings": report.counts(),
+                      "suppressed": len(report.suppressed)}
     if suppressed is not None:
         out["suppressed"] = suppressed
     return json.dumps(out, indent=2) + "\n"

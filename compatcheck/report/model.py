@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compatcheck.core.model import Finding, InputError, ObjectRef, Severity
+from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
 
 if TYPE_CHECKING:
     from compatcheck.core.rules import Rule
@@ -21,8 +22,11 @@ class Silenced:
 @dataclass
 class LintReport:
     findings: list[Finding] = field(default_factory=list)
-    errors: list[InputError] = field(default_factory=list)
-    notes: list[InputError] = field(default_factory=list)
+    # Diagnostics by severity: errors make the run exit 2 (the other files are still linted), warnings are shown,
+    # notes (severity info) say what was skipped on purpose.
+    errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
+    notes: list[Diagnostic] = field(default_factory=list)
     suppressed: list[Silenced] = field(default_factory=list)
     objects_seen: list[tuple[str, ObjectRef]] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
@@ -32,6 +36,16 @@ class LintReport:
     show_suppressed: bool = False
     docs_url: str = ""
     tool_version: str = ""
+
+    def add(self, diagnostics: Iterable[Diagnostic]) -> None:
+        """File each diagnostic under its severity."""
+        for d in diagnostics:
+            (self.errors if d.severity is Severity.ERROR else
+             self.warnings if d.severity is Severity.WARNING else self.notes).append(d)
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """Errors, then warnings, then notes: the order every format lists them in."""
+        return [*self.errors, *self.warnings, *self.notes]
 
     def counts(self) -> dict[str, int]:
         out = {s.value: 0 for s in Severity}

@@ -1,24 +1,48 @@
 """Rule documentation rendered from the rule files (never hand-written): ``rules list --format markdown``
-produces docs/rules.md, which a test keeps in sync."""
+produces docs/rules.md, which a test keeps in sync. It says which fixes the mutating webhook applies by default
+(the rule files' ``webhook: {mutate: default}``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from compatcheck.core.model import Applicability
 from compatcheck.core.rules import Rule, RuleSet
+
+
+def _webhook_mutate(r: Rule) -> str | None:
+    """Whether the mutating webhook applies the rule's fix: "default", "opt-in", or None (no fix)."""
+    if r.fix_applicability is None:
+        return None
+    return "default" if r.mutate_by_default and r.fix_applicability is Applicability.SAFE else "opt-in"
+
+
+def _mutation_note(r: Rule) -> str:
+    """What the mutating webhook does with the rule's fix ("" when it has none)."""
+    fix = r.fix_applicability
+    if fix is None or fix is Applicability.DISPLAY_ONLY:
+        return ""
+    if _webhook_mutate(r) == "default":
+        return ("The mutating webhook applies this fix by default (`webhook: {mutate: default}`); the config's "
+                "`fixes.disabled` turns it off.")
+    opt_in = "`fixes.allowUnsafe`" if fix is Applicability.UNSAFE else "`fixes.enabled`"
+    return f"The mutating webhook applies this {fix.value} fix only when {opt_in} names the rule."
 
 
 def rule_json(r: Rule) -> dict[str, Any]:
     return {"id": r.id, "severity": r.severity.value, "summary": r.summary, "checkType": r.check.name,
             "needsNodes": r.needs_nodes, "fix": r.fix_applicability.value if r.fix_applicability else None,
+            "webhookMutate": _webhook_mutate(r),
             "params": r.params, "rationale": r.rationale, "remediation": r.remediation,
             "references": list(r.references)}
 
 
 def explain(r: Rule) -> str:
+    note = _mutation_note(r)
     lines = [f"{r.id} ({r.severity.value}{', needs --nodes' if r.needs_nodes else ''})", "", r.summary, "",
-             "Why: " + r.rationale, "", "Fix: " + r.remediation, "", "References:"]
+             "Why: " + r.rationale, "", "Fix: " + r.remediation, *(["", "Webhook: " + note] if note else []), "",
+             "References:"]
     lines += [f"  - {ref}" for ref in r.references]
     return "\n".join(lines) + "\n\n"
 
@@ -30,12 +54,17 @@ def markdown(ruleset: RuleSet) -> str:
     rules = list(ruleset)
     for r in rules:
         fix = r.fix_applicability.value if r.fix_applicability else ""
+        if _webhook_mutate(r) == "default":
+            fix += " (webhook default)"
         out.append(f"| [`{r.id}`](#{r.id}) | {r.severity.value} | {'yes' if r.needs_nodes else ''} | {fix} | "
                    f"{r.summary} |")
     for r in rules:
         out += ["", f"## {r.id}", "", f"**Severity:** {r.severity.value} · **Check type:** `{r.check.name}`"
                 + (" · needs a cluster view (`--nodes`)" if r.needs_nodes else ""), "", r.summary, "",
                 "### Why", "", r.rationale, "", "### How to fix", "", r.remediation, ""]
+        note = _mutation_note(r)
+        if note:
+            out += [f"**Fix:** {r.fix_applicability.value if r.fix_applicability else ''}. {note}", ""]
         if r.params:
             out += ["### Parameters", "", "```json", json.dumps(r.params, indent=2), "```", ""]
         out += ["### References", ""] + [f"- {ref}" for ref in r.references]

@@ -42,10 +42,10 @@ def render(report: LintReport) -> str:
         if f.fix is not None:
             result["properties"]["fix"] = f.fix.to_json()
         results.append(result)
-    notifications = [{"level": "error", "message": {"text": e.message},
+    notifications = [{"level": _LEVEL[e.severity.value], "message": {"text": e.message},
                       "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(e.path)},
                                                           **({"region": {"startLine": e.line}} if e.line else {})}}]}
-                     for e in report.errors]
+                     for e in [*report.errors, *report.warnings]]
     run: dict[str, Any] = {
         "tool": {"driver": {
             "name": "compatcheck", "version": report.tool_version, "informationUri": report.docs_url,

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from compatcheck.core.model import Diagnostic
 from compatcheck.report.model import LintReport
 
 _COLORS = {"error": "\033[31m", "warning": "\033[33m", "info": "\033[36m", "note": "\033[2m"}
 _RESET = "\033[0m"
 
 
+def diagnostic_line(d: Diagnostic, color: bool = False) -> str:
+    """``file:line: error|warning|info|note: message``: how a diagnostic reads, here and on the CLI's stderr."""
+    where = f"{d.path}:{d.line}" if d.line else d.path
+    label = "note" if d.kind == "note" else d.severity.value
+    return f"{where}: {_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{where}: {label}: {d.message}"
+
+
 def render(report: LintReport) -> str:
     def paint(text: str, kind: str) -> str:
         return f"{_COLORS[kind]}{text}{_RESET}" if report.color else text
 
-    lines: list[str] = []
-    for e in report.errors:
-        where = f"{e.path}:{e.line}" if e.line else e.path
-        lines.append(f"{where}: {paint('error', 'error')}: {e.message}")
-    for n in report.notes:
-        where = f"{n.path}:{n.line}" if n.line else n.path
-        lines.append(f"{where}: {paint('note', 'note')}: {n.message}")
+    lines = [diagnostic_line(d, report.color) for d in report.diagnostics()]
     ordered = sorted(report.findings, key=lambda f: (f.source.path if f.source else "",
                                                      (f.source.line or 0) if f.source else 0, f.rule_id))
     for path, group in groupby(ordered, key=lambda f: f.source.path if f.source else "<input>"):
@@ -41,5 +43,6 @@ def render(report: LintReport) -> str:
     c = report.counts()
     lines.append(f"{report.files} files, {report.objects} objects: {c['error']} errors, {c['warning']} warnings, "
                  f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
+                 + (f"; {len(report.warnings)} input warnings" if report.warnings else "")
                  + (f"; {len(report.suppressed)} suppressed" if report.suppressed else ""))
     return "\n".join(lines) + "\n"

@@ -4,7 +4,8 @@
 with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping, re-lists
 on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
 snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
-blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied.
+blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied. A Node label
+or allocatable value that cannot be read (a garbage driver version) is logged and counted once, when it appears.
 
 What the view promises the admission path:
 - no snapshot is published before *every* watched resource has completed its first list (``synced``); until
@@ -28,9 +29,19 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from compatcheck.core.checks.base import EvalContext
-from compatcheck.core.cluster import Cluster, NodeRecord, build_cluster_from_records, node_record
+from compatcheck.core.cluster import (
+    Cluster,
+    NodeClass,
+    NodeRecord,
+    about_node,
+    build_cluster_from_records,
+    node_problems,
+    node_record,
+)
 from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.knowledge import KnowledgeBase
+from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.pointers import split_pointer
 from compatcheck.io.loader import crl_index, load_crl_objects, load_nodes
 from compatcheck.webhook.logs import log_event
 
@@ -55,13 +66,14 @@ class Snapshot:
     crl_valid: int = 0
     crl_invalid: int = 0
     nodes_version: str = ""  # the Nodes' resourceVersion the snapshot includes (live view; "" for files)
+    node_problems: int = 0  # distinct problems of the nodes' labels and allocatable (see NodeProblemLog)
 
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
-           synced: bool = True, nodes_version: str = "") -> Snapshot:
+           synced: bool = True, nodes_version: str = "", node_problems: int = 0) -> Snapshot:
         return cls(EvalContext(kb, cluster, index), synced, cluster.node_count if cluster else 0,
                    len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
-                   nodes_version)
+                   nodes_version, node_problems)
 
     def publish(self, metrics: Any) -> None:
         """Set the view gauges (one place for the static and the live view)."""
@@ -69,6 +81,35 @@ class Snapshot:
         metrics.node_classes.set(self.classes)
         metrics.crl_loaded.set(self.crl_valid)
         metrics.crl_invalid.set(self.crl_invalid)
+        metrics.node_problems.set(self.node_problems)
+
+
+class NodeProblemLog:
+    """Reports what the nodes say that cannot be read (a garbage driver label, a non-quantity allocatable): the
+    rules ignore such a value, so an admin must hear of it. Each distinct problem gets one warning log line and
+    one count (``compatcheck_node_problems_reported_total``) when it appears, not one per snapshot: a view
+    rebuilds on every Node event. A problem that goes away and comes back is reported again."""
+
+    def __init__(self, metrics: Any = None) -> None:
+        self.metrics = metrics
+        self._current: frozenset[Diagnostic] = frozenset()
+
+    def update(self, cluster: Cluster | None) -> int:
+        """Report the problems of ``cluster`` not reported since they last appeared; how many there are now."""
+        current: dict[Diagnostic, NodeClass] = {}
+        for cls, problem in node_problems(cluster) if cluster is not None else ():
+            current.setdefault(problem, cls)
+        for problem, cls in current.items():
+            if problem in self._current:
+                continue
+            field = (split_pointer(problem.pointer) or ["?"])[-1]
+            log_event(log, logging.WARNING, "a node value cannot be read; the rules ignore it",
+                      node=cls.members[0].name, nodes=cls.count, field=field,
+                      error=about_node(cls, problem).message)
+            if self.metrics is not None:
+                self.metrics.node_problems_seen.labels(field).inc()
+        self._current = frozenset(current)
+        return len(current)
 
 
 # Reconnect backoff: doubling from BACKOFF_MIN, capped at BACKOFF_MAX, each pause drawn from [50 %, 100 %] of
@@ -94,10 +135,12 @@ class ViewHealth:
 class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
 
-    def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20) -> None:
+    def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20,
+                 metrics: Any = None) -> None:
         cluster: Cluster | None = None
         if nodes:
-            cluster, errors = load_nodes(nodes, kb, max_bytes)
+            cluster, found = load_nodes(nodes, kb, max_bytes)
+            errors = [d for d in found if d.severity is Severity.ERROR]
             if errors:
                 raise ViewError("; ".join(f"{e.path}: {e.message}" for e in errors))
         index = CrlIndex()
@@ -110,7 +153,8 @@ class StaticView:
             for e in bad:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
             invalid = len(bad)
-        self.snapshot = Snapshot.of(kb, cluster, index, invalid)
+        problems = NodeProblemLog(metrics).update(cluster)
+        self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems)
 
     def health(self) -> ViewHealth:
         return ViewHealth(True)
@@ -372,6 +416,7 @@ class LiveView:
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
 
+        self.node_problems = NodeProblemLog(metrics)
         self.compactor = NodeCompactor()
         self.node_watch = _Watcher("nodes", core.list_node, {}, self.compactor, self._dirty.set,
                                    restart("nodes"), self._stop)
@@ -403,10 +448,11 @@ class LiveView:
             # churn (GFD's timestamp, every node each minute) a snapshot costs the changes, not a pass per key.
             cluster = build_cluster_from_records(nodes, self.kb, previous=self.snapshot.ctx.cluster)
             index, invalid = build_index(crls)
-            for obj, problems in invalid:
+            for obj, why in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
-                          name=(obj.get("metadata") or {}).get("name"), error=problems[0][1])
-            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version)
+                          name=(obj.get("metadata") or {}).get("name"), error=why[0].message)
+            unreadable = self.node_problems.update(cluster)
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 

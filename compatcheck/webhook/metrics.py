@@ -27,6 +27,12 @@ class Metrics:
         self.crl_loaded = Gauge("compatcheck_crl_configmaps_loaded", "Valid CRL ConfigMaps in the view", registry=r)
         self.crl_invalid = Gauge("compatcheck_crl_configmaps_invalid", "Invalid CRL ConfigMaps ignored", registry=r)
         self.nodes = Gauge("compatcheck_nodes", "Nodes in the cluster view", registry=r)
+        self.node_problems = Gauge("compatcheck_node_problems",
+                                   "Distinct Node label or allocatable values in the view that cannot be read (the "
+                                   "rules ignore them; the log names each)", registry=r)
+        self.node_problems_seen = Counter("compatcheck_node_problems_reported_total",
+                                          "Node label or allocatable values that cannot be read, counted once each "
+                                          "when it appears, by the label or resource", ["field"], registry=r)
         self.node_classes = Gauge("compatcheck_node_classes", "Node equivalence classes in the cluster view",
                                   registry=r)
         self.view_stale_seconds = Gauge("compatcheck_view_stale_seconds",

@@ -64,12 +64,12 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
         view = LiveView(loaded.kb, api, metrics)
     else:
         try:
-            static = StaticView(loaded.kb, nodes or config.nodes, [*config.crl, *crl])
+            static = StaticView(loaded.kb, nodes or config.nodes, [*config.crl, *crl], metrics=metrics)
         except ViewError as exc:
             raise CommandError(str(exc)) from None
         static.snapshot.publish(metrics)
         view = static
-    return State(loaded.ruleset, AdmissionSettings.from_config(config), view, metrics)
+    return State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics)
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:

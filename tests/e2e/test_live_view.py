@@ -233,3 +233,34 @@ def test_snapshots_carry_the_placement_indexes_over(cluster: KubeAPIServer, load
     finally:
         core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": None}}})
         view.stop()
+
+
+def test_a_node_problem_is_logged_and_counted_once(cluster: KubeAPIServer, loaded: Loaded,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # A garbage driver label was computed on every rebuild and never reported; every Node event rebuilds.
+    import logging
+
+    from kubernetes import client
+
+    caplog.set_level(logging.WARNING, "compatcheck.webhook.view")
+    core = client.CoreV1Api(cluster.client())
+    metrics = Metrics()
+    view = started(cluster, loaded, metrics)
+    label = "nvidia.com/cuda.driver-version.full"
+    try:
+        core.patch_node("t4-0", {"metadata": {"labels": {label: "garbage"}}})
+        wait_until(lambda: view.snapshot.node_problems == 1)
+        for n in range(3):  # more events, more rebuilds: the problem is not new
+            patched = core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": f"17{n}"}}},
+                                      _preload_content=False)
+            version = int(json.loads(patched.data)["metadata"]["resourceVersion"])
+            wait_until(lambda v=version: int(view.snapshot.nodes_version) >= v)
+        logged = [r for r in caplog.records if r.getMessage().startswith("a node value cannot be read")]
+        assert [(getattr(r, "fields", {})["node"], getattr(r, "fields", {})["field"]) for r in logged] == [
+            ("t4-0", label)]
+        assert metrics.registry.get_sample_value("compatcheck_node_problems_reported_total", {"field": label}) == 1
+        assert metrics.registry.get_sample_value("compatcheck_node_problems") == 1
+    finally:
+        core.patch_node("t4-0", {"metadata": {"labels": {label: "535.104.05"}}})
+        core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": None}}})
+        view.stop()

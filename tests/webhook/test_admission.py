@@ -316,11 +316,11 @@ def test_internal_errors_follow_the_failure_mode(loaded: Loaded, ctx: EvalContex
     assert deny["allowed"] is False and deny["status"]["code"] == 500
 
 
-def test_settings_from_config() -> None:
+def test_settings_from_config(loaded: Loaded) -> None:
     cfg = Config(webhook={"mode": "warn", "failureMode": "deny", "ownedPods": "skip", "denyOn": "warning"},
                  allow_unsafe=frozenset({"dtype-unsupported-by-gpu"}),
                  fixes_disabled=frozenset({"crl-default-missing"}))
-    s = AdmissionSettings.from_config(cfg)
+    s = AdmissionSettings.from_config(cfg, loaded.ruleset)
     assert (s.mode, s.failure_mode, s.owned_pods, s.deny_on) == ("warn", "deny", "skip", Severity.WARNING)
     assert "crl-default-missing" not in s.mutations and s.allow_unsafe == {"dtype-unsupported-by-gpu"}
 
@@ -366,7 +366,7 @@ def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: L
 
     exempted = frozenset({"dtype-unsupported-by-gpu", "cuda-driver-behind-runtime"})  # the two errors of `base`
     exemption = Exemption(exempted, ("lab",), (), (), (), ())
-    s = AdmissionSettings.from_config(Config(exemptions=(exemption,)))
+    s = AdmissionSettings.from_config(Config(exemptions=(exemption,)), loaded.ruleset)
     cache = EvaluationCache()
     base = pod(args=["--dtype=bfloat16"])
     in_lab = copy.deepcopy(base)
@@ -383,5 +383,6 @@ def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: L
     assert review(request(in_lab), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
     assert review(request(silenced), "validate", loaded.ruleset, ctx, s, cache)[0]["response"]["allowed"]
     # Other severities (another config) must not be answered from the old entries.
-    milder = AdmissionSettings.from_config(Config(severities={r: Severity.WARNING for r in exempted}))
+    milder = AdmissionSettings.from_config(Config(severities={r: Severity.WARNING for r in exempted}),
+                                           loaded.ruleset)
     assert review(request(base), "validate", loaded.ruleset, ctx, milder, cache)[0]["response"]["allowed"]

@@ -79,3 +79,64 @@ def test_the_intern_table_tracks_the_live_records_under_label_churn() -> None:
     # A compaction keeps the live objects as the canonical ones: a node read after it shares them.
     assert again.rule_labels is before.rule_labels and again.gpu_allocatable is before.gpu_allocatable
     assert again.name is before.name
+
+
+def test_node_problems_are_logged_and_counted_once_each(loaded: Loaded, caplog: Any) -> None:
+    """A garbage driver label or a non-quantity allocatable was computed on every rebuild and never reported. The
+    view rebuilds on every Node event, so each distinct problem is reported once, when it appears."""
+    import logging
+
+    from compatcheck.webhook.clusterview import LiveView
+    from compatcheck.webhook.metrics import Metrics
+
+    metrics = Metrics()
+    view = LiveView(loaded.kb, None, metrics)  # never started: its watchers' state is set by hand
+
+    def observe(nodes: list[dict[str, Any]]) -> list[str]:
+        caplog.clear()
+        view.node_watch.items = {n["metadata"]["name"]: view.compactor(n) for n in nodes}
+        for w in view._watchers:
+            w.synced.set()
+        view.rebuild()
+        return [r.getMessage() + " " + str(getattr(r, "fields", {}).get("error")) for r in caplog.records
+                if r.name == "compatcheck.webhook.view"]
+
+    def seen(field: str) -> float | None:
+        return metrics.registry.get_sample_value("compatcheck_node_problems_reported_total", {"field": field})
+
+    caplog.set_level(logging.WARNING, "compatcheck.webhook.view")
+    good = [node(f"t4-{i}", "Tesla-T4", "535.104.05") for i in range(3)]
+    bad = [node(f"bad-{i}", "Tesla-T4", "garbage") for i in range(2)]
+    label = "nvidia.com/cuda.driver-version.full"
+    logged = observe(good + bad)
+    assert logged == [f"a node value cannot be read; the rules ignore it node bad-0 (and 1 more with the same "
+                      f"labels): label {label}: driver version 'garbage' is not a version number (expected digits "
+                      "and dots, e.g. 12.4)"]
+    assert seen(label) == 1 and metrics.registry.get_sample_value("compatcheck_node_problems") == 1
+    for i in range(3):  # rebuilds (another node joins, the same problem on a new node): nothing new to say
+        assert observe([*good, *bad, node(f"bad-{i + 2}", "Tesla-T4", "garbage")]) == []
+    assert seen(label) == 1
+    alloc = node("odd", "Tesla-T4", "535.104.05")
+    alloc["status"]["allocatable"]["nvidia.com/gpu"] = "lots"
+    assert [m.split(": ", 1)[1] for m in observe([*good, *bad, alloc])] == [
+        "allocatable nvidia.com/gpu: 'lots' is not a quantity"]
+    assert seen("nvidia.com/gpu") == 1 and metrics.registry.get_sample_value("compatcheck_node_problems") == 2
+    assert observe(good) == [] and metrics.registry.get_sample_value("compatcheck_node_problems") == 0
+    assert len(observe(good + bad)) == 1 and seen(label) == 2  # gone and back: reported again
+
+
+def test_the_static_view_reports_node_problems_too(loaded: Loaded, tmp_path: Any, caplog: Any) -> None:
+    import json
+    import logging
+
+    from compatcheck.webhook.clusterview import StaticView
+    from compatcheck.webhook.metrics import Metrics
+
+    caplog.set_level(logging.WARNING, "compatcheck.webhook.view")
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("n0", "Tesla-T4", "garbage")]}))
+    metrics = Metrics()
+    view = StaticView(loaded.kb, str(nodes), [], metrics=metrics)
+    view.snapshot.publish(metrics)
+    assert view.snapshot.node_problems == 1 and metrics.registry.get_sample_value("compatcheck_node_problems") == 1
+    assert [getattr(r, "fields", {}).get("node") for r in caplog.records] == ["n0"]

@@ -20,7 +20,7 @@ from compatcheck.core.checks.base import (
     Violation,
     no_params,
 )
-from compatcheck.core.crl import CrlKey, claims_crl, validate_crl, value_matches
+from compatcheck.core.crl import CrlKey, claims_crl, crl_problems, value_matches
 from compatcheck.core.jsonutil import Json, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops, set_paths_ops
@@ -32,8 +32,9 @@ def _configmap(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iter
     obj = target.obj
     if not claims_crl(obj):
         return
-    for pointer, message in validate_crl(obj):
-        yield Violation(f"CustomResourceLimitation ConfigMap breaks the cf-crl spec: {message}", pointer)
+    for problem in crl_problems(obj):
+        yield Violation(f"CustomResourceLimitation ConfigMap breaks the cf-crl spec: {problem.message}",
+                        problem.pointer)
 
 
 register(ObjectCheck(
