@@ -542,6 +542,10 @@ class _NodeIndex:
             bits = (bits >> end) << end
         return out
 
+    def count(self, p: _Placement) -> int:
+        """How many nodes ``p`` admits."""
+        return self._bits(p).bit_count()
+
     def _bits(self, p: _Placement) -> int:
         acc = self.all
         for k, v in (p.selector or {}).items():
@@ -752,6 +756,14 @@ class Cluster:
         if not p.per_node:
             return [cls for cls in self.classes if p.admits(None, cls.labels)]
         return self._node_index().placed(p)
+
+    def placed_node_count(self, spec: JsonObject) -> int:
+        """How many nodes nodeSelector, nodeName and required node affinity admit (not how many classes: a
+        hostname selector admits one node of its class)."""
+        p = _Placement.of(spec)
+        if not p.per_node:
+            return sum(cls.count for cls in self.classes if p.admits(None, cls.labels))
+        return self._node_index().count(p)
 
     def carry_over(self, previous: Cluster) -> None:
         """Start from ``previous``'s placement indexes where they still hold (see ``_NodeIndex.carried``)."""

@@ -129,7 +129,8 @@ def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> It
 
     for m in _driver_mismatches(a, ctx, too_far):
         yield Violation(f"driver CUDA {m.bad[0][1].driver_cuda} is more than {skew} major version ahead of image "
-                        f"CUDA {m.runtime.major_minor()} on {m.where}; NVIDIA does not support this skew",
+                        f"CUDA {m.runtime.major_minor()} on {m.where}; such a skew is outside what NVIDIA tests "
+                        "and may be unstable",
                         m.rt.pointer, m.c.name)
 
 
@@ -254,11 +255,13 @@ def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -
         shown = ", ".join(cudas[:6]) + (" ..." if len(cudas) > 6 else "")
         ptr = a.pod.pointer + ("/nodeSelector" if isinstance(a.pod.spec.get("nodeSelector"), dict) and any(
             k in DRIVER_KEYS for k in a.pod.spec["nodeSelector"]) else "/affinity/nodeAffinity")
-        lowest = kb.lowest_branch_for(runtime)
+        need, lowest = _needed_driver(kb, runtime)
+        floor = kb.mvc_floor(runtime.major) if "minor-version-compatibility" in params.accept else None
+        mvc = (f" (or >= {floor} with minor-version compatibility)"
+               if floor is not None and str(floor) != str(lowest) else "")
         yield Violation(
             f"the pod's node selection admits only drivers for CUDA {shown}, too old for image CUDA "
-            f"{runtime.major_minor()} ({rt.origin}); it needs a driver from branch >= {lowest}",
-            ptr, c.name)
+            f"{runtime.major_minor()} ({rt.origin}); it needs {need}{mvc}", ptr, c.name)
 
 
 register(PodCheck(

@@ -214,7 +214,9 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
     if not placed:
         why = f"none of the {cluster.node_count} nodes matches its nodeSelector/affinity"
     else:
-        why = f"{sum(c.count for c in placed)} nodes match its nodeSelector/affinity but none offers {wanted}"
+        matched = cluster.placed_node_count(a.pod.spec)
+        why = (f"{matched} {'node matches' if matched == 1 else 'nodes match'} its nodeSelector/affinity but none "
+               f"offers {wanted}")
     ptr = a.pod.pointer + ("/nodeSelector" if not placed and "nodeSelector" in a.pod.spec else "")
     yield Violation(f"no node can run this pod: {why}; it would stay Pending", ptr)
 
