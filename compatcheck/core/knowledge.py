@@ -229,7 +229,8 @@ class KnowledgeBase:
                                                       _cc(floor) if floor is not None else None, row["source"]))
         for row in tables.get("forward-compat", []):
             cuda = _cuda(row["cuda"], "forward-compat").major_minor()
-            kb.forward_compat.setdefault(cuda, ForwardSpec(cuda, frozenset(int(b) for b in row["branches"]),
+            # cuda None: the compat libraries are the base image's own CUDA (12.4.1 for a 12.4 row)
+            kb.forward_compat.setdefault(cuda, ForwardSpec(None, frozenset(int(b) for b in row["branches"]),
                                                            frozenset(row.get("brands", [])), row["source"]))
         for row in tables.get("mig-profiles", []):
             kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
@@ -431,18 +432,28 @@ class KnowledgeBase:
             return None
         return ForwardCompat(compat, spec.branches, spec.brands, spec.source)
 
+    def floors_of(self, framework: str, version: Version | None) -> list[FrameworkFloor]:
+        """Every feature's floor for one framework version (``framework_floor`` of each feature the table has)."""
+        features = dict.fromkeys(r.feature for r in self.framework_floors if r.framework == framework)
+        return [f for f in (self.framework_floor(framework, feat, version) for feat in features) if f is not None]
+
     def framework_floor(self, framework: str, feature: str, version: Version | None) -> FrameworkFloor | None:
-        """The floor a framework puts on ``feature`` in ``version``. With the version unknown, only what holds
-        for every version the table lists: the lowest floor among them (a floor that rose or fell over releases
-        is never held against an unknown version). None when the table says nothing."""
+        """The floor a framework puts on ``feature`` in ``version`` (``min_cc`` None: none in that version), or
+        None when the table says nothing about that framework and feature. With the version unknown, or outside
+        every row's range, only what holds for every version the table lists: the lowest floor among them, and
+        none if some version has none. A floor that changed over releases is never guessed for an unknown one."""
         rows = [r for r in self.framework_floors if r.framework == framework and r.feature == feature]
         if not rows:
             return None
         if version is not None:
-            return next((r for r in rows if version in r.versions), None)
+            found = next((r for r in rows if version in r.versions), None)
+            if found is not None:
+                return found
         if any(r.min_cc is None for r in rows):
-            return None
-        return min(rows, key=lambda r: r.min_cc or Version((0,), "0"))
+            return FrameworkFloor(framework, feature, VersionRange(), None, rows[0].source)
+        lowest = min(rows, key=lambda r: r.min_cc or Version((0,), "0"))
+        return FrameworkFloor(framework, feature, VersionRange(), lowest.min_cc, lowest.source)
+
 
 def _branch_floor(kb: KnowledgeBase, driver_cuda: Version) -> Version | None:
     branch = kb.lowest_branch_for(driver_cuda)

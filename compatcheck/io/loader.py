@@ -23,7 +23,6 @@ from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
 from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
 
-
 # Former table names an admin's files may still use: their rows join the table's (admin rows first).
 TABLE_ALIASES = {"image-patterns": "image-profiles"}
 

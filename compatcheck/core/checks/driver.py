@@ -67,9 +67,11 @@ class _Mismatch:
 
 
 def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
-                       fails: Callable[[DriverVerdict, Version], bool]) -> Iterator[_Mismatch]:
+                       fails: Callable[[DriverVerdict, Version], bool],
+                       bridged: bool | None = None) -> Iterator[_Mismatch]:
     """With a cluster view: each GPU container for which ``fails(verdict, runtime)`` holds on some node kind in
-    scope that has a known driver."""
+    scope that has a known driver. ``bridged``: keep only the node kinds where the image's forward compatibility
+    bridges the gap (True), or only those where it does not (False); None: all of them."""
     classes = a.scope_classes() if ctx.cluster is not None else []
     if not classes:
         return
@@ -81,10 +83,37 @@ def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if fails(v, runtime):
+            if fails(v, runtime) and (bridged is None or _bridges(a, c, cls, runtime) is bridged):
                 bad.append((cls, v))
         if bad:
             yield _Mismatch(c, rt, runtime, bad)
+
+
+def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Version) -> bool:
+    """Whether the image runs ``runtime`` on this node kind's too-old driver through forward compatibility: its
+    cuda-compat libraries, a driver branch its NVIDIA_REQUIRE_CUDA lists, a data-center GPU, and no vGPU layer
+    (GPU-Manager and HAMi interpose their own libcuda, which the image's would bypass)."""
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
+    return fwd is not None and not a.under_vgpu and fwd.bridges(runtime, cls.facts.driver, cls.facts.datacenter)
+
+
+def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
+    """Why forward compatibility does not save this container, in the words of the too-old finding."""
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
+    if fwd is None:
+        return _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in m.bad) else ""
+    if a.under_vgpu:
+        return ("; the image's forward compatibility (cuda-compat) does not apply under GPU-Manager/HAMi vGPU: its "
+                "libcuda would bypass the vGPU layer")
+    if fwd.compat_cuda.major_minor() < m.runtime.major_minor():
+        return (f"; the image's cuda-compat libraries bring CUDA {fwd.compat_cuda.major_minor()} only, older than "
+                "the CUDA its framework loads")
+    if any(cls.facts.datacenter is not True for cls, _ in m.bad):
+        return "; forward compatibility (the image's cuda-compat libraries) works on data-center GPUs only"
+    branches = ", ".join(str(b) for b in sorted(fwd.branches))
+    return f"; the image's forward compatibility lists driver branches {branches} only"
 
 
 def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None]:
@@ -94,14 +123,28 @@ def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None
 
 
 def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible"):
+    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible", bridged=False):
         v0 = m.bad[0][1]
         need, lowest = _needed_driver(ctx.kb, m.runtime)
         floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
                  if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
-        fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in m.bad) else ""
+        fwd = _why_not_bridged(a, m.c, m)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) needs {need}{floor}; eligible nodes "
                         f"run {m.where}{fwd}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+
+
+def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible", bridged=True):
+        facts = a.image_facts(m.c)
+        fwd = facts.forward_compat if facts is not None else None
+        assert fwd is not None  # bridged implies it
+        branches = ", ".join(str(b) for b in sorted({cls.facts.driver.major for cls, _ in m.bad
+                                                      if cls.facts.driver is not None}))
+        yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver on {m.where}: "
+                        f"it runs only through forward compatibility (the image's CUDA "
+                        f"{fwd.compat_cuda.major_minor()} cuda-compat libraries, which list driver branch {branches} "
+                        "on data-center GPUs); a platform that requires a driver at least as new as the runtime may "
+                        "still refuse it", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
 
 def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
@@ -178,6 +221,16 @@ register(PodCheck(
     params_schema=NO_PARAMS_SCHEMA,
     prepare=no_params,
     evaluate=_too_old,
+))
+register(PodCheck(
+    name="cuda-driver-forward-compat",
+    description=f"Compares {_SCOPE}: reports drivers too old for it that run it only through the image's forward "
+                "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU).",
+    needs_nodes=True,
+    fix_applicability=Applicability.UNSAFE,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_forward_compat,
 ))
 register(PodCheck(
     name="cuda-driver-behind-runtime",
@@ -290,7 +343,7 @@ def _prepare_runtime_known(raw: RawParams) -> RuntimeKnownParams:
 def _runtime_known(a: PodAnalysis, ctx: EvalContext, params: RuntimeKnownParams) -> Iterator[Outcome]:
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
-        if rt.version is not None:
+        if rt.version is not None or rt.absent:
             continue
         if rt.origin.startswith(("annotation", "env")):
             # The manifest says which CUDA, unreadably: bad input, not an unknown runtime.

@@ -11,6 +11,7 @@ from typing import Literal
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
+    HAMI_RESOURCES,
     CudaRuntime,
     EvalContext,
     PodAnalysis,
@@ -22,7 +23,7 @@ from compatcheck.core.checks.base import (
     env_value,
     quantity_int,
 )
-from compatcheck.core.checks.resources import HAMI_RESOURCES, VCUDA_CORE
+from compatcheck.core.checks.resources import VCUDA_CORE
 from compatcheck.core.jsonutil import JsonObject, text
 from compatcheck.core.model import Applicability, Fix
 from compatcheck.core.versions import Version, parse_version
