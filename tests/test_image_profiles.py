@@ -355,3 +355,62 @@ def test_post_releases_sort_between_releases() -> None:
     assert parse_version("0.4.6") < _tag_version("0.4.6.post2") < parse_version("0.4.7")
     assert _tag_version("v0.8.5.post1") == parse_version("0.8.5.1")
     assert str(_tag_version("v0.8.5.post1")) == "0.8.5.post1"
+
+
+# ------------------------------------------------------------------------------------------------------ forward compat
+
+BRANDS_A = {"tesla", "unknown", "nvidia", "nvidiartx", "geforce", "geforcertx", "quadro", "quadrortx", "titan",
+            "titanrtx"}
+BRANDS_B = {"unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx", "vapps", "vpc", "vcs", "vws",
+            "cloudgaming"}
+
+
+@pytest.mark.parametrize(("ref", "branches", "brands"), [
+    ("nvidia/cuda:11.5.2-base-ubuntu20.04", [470], BRANDS_A),
+    ("nvidia/cuda:11.6.2-runtime-ubuntu20.04", [470], BRANDS_A),
+    ("nvidia/cuda:11.7.0-base-ubuntu22.04", [450, 470], BRANDS_A),     # the patch releases differ
+    ("nvidia/cuda:11.7.1-base-ubuntu22.04", [470], BRANDS_A),
+    ("nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04", [470], BRANDS_A),
+    ("nvidia/cuda:11.8.0-base-ubuntu18.04", [450, 470, 510, 515], set()),  # the old ubuntu18.04 folder
+    ("nvidia/cuda:12.0.1-base-ubuntu18.04", [450, 470, 510, 515], set()),
+    ("nvidia/cuda:12.0.1-base-ubuntu22.04", [470], BRANDS_A),
+    ("nvidia/cuda:12.1.1-devel-ubuntu22.04", [470, 525], BRANDS_A),
+    ("nvidia/cuda:12.2.2-base-ubuntu22.04", [470, 525], BRANDS_A),
+    ("nvidia/cuda:12.3.2-base-ubuntu22.04", [470, 525, 535], BRANDS_A),
+    ("nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04", [470, 525, 535], BRANDS_A),
+    ("nvidia/cuda:12.5.0-base-ubuntu22.04", [470, 535, 550], BRANDS_B),
+    ("nvidia/cuda:12.6.3-base-ubuntu24.04", [470, 535, 550], BRANDS_B),
+    ("nvidia/cuda:12.8.1-base-ubuntu24.04", [470, 535, 550, 560, 565], BRANDS_B),
+    ("nvidia/cuda:12.9.1-base-ubuntu24.04", [535, 550, 560, 565, 570], BRANDS_B),
+    ("nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04", [535, 550, 565, 570, 575], BRANDS_B),
+    ("nvidia/cuda:13.1.1-base-ubuntu24.04", [535, 550, 570, 575, 580], BRANDS_B),
+    # Images built FROM nvidia/cuda inherit its alternatives.
+    ("vllm/vllm-openai:v0.9.2", [470, 535, 550, 560, 565], BRANDS_B),
+    ("ghcr.io/huggingface/text-generation-inference:2.2.0", [470, 525], BRANDS_A),
+])
+def test_forward_compat(loaded: Loaded, ref: str, branches: list[int], brands: set[str]) -> None:
+    fc = facts(loaded, ref).forward_compat
+    assert fc is not None
+    assert sorted(fc.branches) == branches and set(fc.brands) == brands
+
+
+@pytest.mark.parametrize("ref", [
+    "nvidia/cuda:11.4.3-base-ubuntu20.04",   # cuda>=11.4 only: no alternatives
+    "nvidia/cuda:12.2.1-base-ubuntu22.04",   # patch release not read
+    "nvidia/cuda:13.0.2-base-ubuntu24.04",   # 13.0.1, 13.0.2, 13.1.0, 13.2+ not confirmed
+    "nvidia/cuda:13.2.0-base-ubuntu24.04",
+    "nvidia/cuda:10.2-base-ubuntu18.04",
+    "vllm/vllm-openai:v0.7.3",               # base not confirmed
+])
+def test_forward_compat_unknown(loaded: Loaded, ref: str) -> None:
+    assert facts(loaded, ref).forward_compat is None
+
+
+def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: Loaded) -> None:
+    fc = facts(loaded, "nvidia/cuda:12.4.1-base-ubuntu22.04").forward_compat
+    assert fc is not None
+    runtime = parse_version("12.4")
+    assert fc.bridges(runtime, parse_version("535.104.05"), datacenter=True)
+    assert not fc.bridges(runtime, parse_version("535.104.05"), datacenter=False)
+    assert not fc.bridges(runtime, parse_version("545.23.08"), datacenter=True)
+    assert not fc.bridges(parse_version("12.5"), parse_version("535.104.05"), datacenter=True)
