@@ -49,7 +49,7 @@ def check(f: ImageFacts, expect: dict[str, Any]) -> None:
     assert not f.reason and not f.no_cuda_runtime
 
 
-# ------------------------------------------------------------------------------------------------------ vLLM
+# ---------------------------------------------------------------------------------------------- vLLM
 
 @pytest.mark.parametrize(("ref", "expect"), [
     ("vllm/vllm-openai:v0.2.4", dict(cuda="12.1.0", base="12.1.0", version="0.2.4",
@@ -115,7 +115,7 @@ def test_vllm_floating_tags_match_nothing(loaded: Loaded) -> None:
     assert loaded.kb.image_facts("vllm/vllm-openai:nightly") is None
 
 
-# ------------------------------------------------------------------------------------------------------ NGC
+# ---------------------------------------------------------------------------------------------- NGC
 
 @pytest.mark.parametrize(("ref", "expect"), [
     ("nvcr.io/nvidia/tritonserver:24.05-trtllm-python-py3",
@@ -180,7 +180,7 @@ def test_ngc_llm_variants_never_read_the_month_as_the_framework_version(loaded: 
             assert all(r.get("frameworkVersion") for r in row["versions"]), row["name"]
 
 
-# ------------------------------------------------------------------------------------------------------ PyTorch wheels
+# ---------------------------------------------------------------------------------------------- PyTorch wheels
 
 TORCH_WHEEL_CASES = [
     ("2.0.1", "11.7", ["3.7", "5.0", "6.0", "7.0", "7.5", "8.0", "8.6"], []),
@@ -250,7 +250,7 @@ def test_pytorch_official(loaded: Loaded, ref: str, expect: dict[str, Any]) -> N
     check(facts(loaded, ref), expect)
 
 
-# ------------------------------------------------------------------------------------------------------ TGI, SGLang
+# ---------------------------------------------------------------------------------------------- TGI, SGLang
 
 @pytest.mark.parametrize(("ref", "expect"), [
     ("ghcr.io/huggingface/text-generation-inference:1.1.0",
@@ -318,7 +318,7 @@ def test_sglang_floating_and_rc_tags_are_not_claimed(loaded: Loaded) -> None:
     assert rc is not None and rc.profile == "cu-number-in-reference"
 
 
-# ------------------------------------------------------------------------------------------------------ others
+# ---------------------------------------------------------------------------------------------- others
 
 @pytest.mark.parametrize("ref", [
     "ubuntu:18.04", "ubuntu", "docker.io/library/debian:12-slim", "busybox:1.36", "alpine:3.20@sha256:" + "b" * 64,
@@ -357,7 +357,7 @@ def test_post_releases_sort_between_releases() -> None:
     assert str(_tag_version("v0.8.5.post1")) == "0.8.5.post1"
 
 
-# ------------------------------------------------------------------------------------------------------ forward compat
+# ---------------------------------------------------------------------------------------------- forward compat
 
 BRANDS_A = {"tesla", "unknown", "nvidia", "nvidiartx", "geforce", "geforcertx", "quadro", "quadrortx", "titan",
             "titanrtx"}
@@ -414,3 +414,93 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     assert not fc.bridges(runtime, parse_version("535.104.05"), datacenter=False)
     assert not fc.bridges(runtime, parse_version("545.23.08"), datacenter=True)
     assert not fc.bridges(parse_version("12.5"), parse_version("535.104.05"), datacenter=True)
+
+
+# ---------------------------------------------------------------------------------------------- framework floors
+
+@pytest.mark.parametrize(("framework", "feature", "version", "floor"), [
+    ("vllm", "engine", "0.2.4", "7.0"),
+    ("vllm", "engine", "0.19.1", "7.0"),
+    ("vllm", "engine", "0.20.0", "7.5"),
+    ("vllm", "engine", "0.21.0", "7.5"),
+    ("vllm", "quantization:fp8", "0.4.2", "8.9"),
+    ("vllm", "quantization:fp8", "0.5.0.1", "8.9"),     # 0.5.0.post1
+    ("vllm", "quantization:fp8", "0.5.1", "8.0"),
+    ("vllm", "quantization:fp8", "0.13.0", "8.0"),
+    ("vllm", "quantization:fp8", "0.14.0", "7.5"),
+    ("vllm", "quantization:modelopt", "0.6.1", "8.9"),
+    ("vllm", "quantization:gptq", "0.2.7", "6.0"),
+    ("vllm", "quantization:gptq_marlin", "0.10.0", "8.0"),
+    ("vllm", "quantization:gptq_marlin", "0.14.1", "7.5"),
+    ("vllm", "quantization:awq", "0.3.0", "7.5"),
+    ("vllm", "quantization:awq_marlin", "0.5.3", "8.0"),
+    ("vllm", "quantization:awq_marlin", "0.17.0", "7.5"),
+    ("vllm", "quantization:marlin", "0.10.1.1", "8.0"),
+    ("vllm", "quantization:bitsandbytes", "0.6.0", "7.0"),
+    ("vllm", "quantization:compressed-tensors", "0.4.3", "6.0"),
+    ("vllm", "quantization:compressed-tensors", "0.5.2", "7.5"),
+    ("vllm", "quantization:compressed-tensors", "0.5.3", "7.0"),
+    ("vllm", "dtype:bfloat16", "0.10.0", "8.0"),
+    ("vllm", "dtype:auto", "0.8.5.1", "8.0"),           # before the fp16 fallback
+    ("vllm", "attention:flash-attn", "0.7.0", "8.0"),
+    ("sglang", "engine", "0.4.1", "7.5"),
+    ("sglang", "engine", "0.5.1.2", "7.5"),
+    ("sglang", "engine", "0.5.1.3", "8.0"),
+    ("sglang", "quantization:fp8", "0.5.0", "8.0"),
+    ("tgi", "quantization:fp8", "2.2.0", "8.0"),
+    ("triton", "engine", "24.10", "6.0"),
+    ("triton", "engine", "25.01", "7.5"),
+    ("triton", "engine", "26.08", "7.5"),
+    ("tensorrt-llm", "engine", "0.15.0", "7.5"),
+    ("tensorrt-llm", "engine", "1.2.1", "7.5"),
+    ("tensorrt-llm", "quantization:fp8", "0.18.2", "8.9"),
+    ("flash-attn", "attention:flash-attn", "2.7.4", "8.0"),
+    ("flash-attn", "attention:flash-attn-3", "3.0.0", "9.0"),
+])
+def test_framework_floors(loaded: Loaded, framework: str, feature: str, version: str, floor: str) -> None:
+    row = loaded.kb.framework_floor(framework, feature, parse_version(version))
+    assert row is not None and str(row.min_cc) == floor, row
+
+
+@pytest.mark.parametrize(("framework", "feature", "version"), [
+    ("vllm", "dtype:auto", "0.9.0"),                    # falls back to float16: no floor
+    ("vllm", "kv-cache-dtype:fp8", "0.10.0"),           # storage, no FP8-compute floor
+    ("vllm", "quantization:marlin", "0.10.2"),          # the format is gone
+])
+def test_framework_no_floor(loaded: Loaded, framework: str, feature: str, version: str) -> None:
+    row = loaded.kb.framework_floor(framework, feature, parse_version(version))
+    assert row is None or row.min_cc is None
+
+
+@pytest.mark.parametrize(("framework", "feature", "version"), [
+    ("vllm", "engine", "0.22.0"),                       # newer than the releases read
+    ("vllm", "quantization:fp8", "0.4.1"),              # fp8 did not exist yet
+    ("sglang", "engine", "0.4.0"),                      # vLLM's kernels then
+    ("triton", "engine", "24.12"),                      # notes not read
+    ("tensorrt-llm", "engine", "0.14.0"),
+    ("tgi", "engine", "3.0.0"),                         # no TGI-wide floor is encoded
+])
+def test_framework_floor_unknown(loaded: Loaded, framework: str, feature: str, version: str) -> None:
+    assert loaded.kb.framework_floor(framework, feature, parse_version(version)) is None
+
+
+@pytest.mark.parametrize(("framework", "feature", "floor"), [
+    ("vllm", "engine", "7.0"),                          # the lowest floor of any version
+    ("vllm", "quantization:fp8", "7.5"),
+    ("vllm", "quantization:compressed-tensors", "6.0"),
+    ("sglang", "engine", "7.5"),
+    ("triton", "engine", "6.0"),
+    ("vllm", "dtype:bfloat16", "8.0"),
+    ("vllm", "dtype:auto", None),                       # no floor from v0.9.0: nothing holds for every version
+    ("vllm", "kv-cache-dtype:fp8", None),
+])
+def test_framework_floor_of_an_unknown_version(loaded: Loaded, framework: str, feature: str,
+                                               floor: str | None) -> None:
+    row = loaded.kb.framework_floor(framework, feature, None)
+    assert (str(row.min_cc) if row is not None and row.min_cc is not None else None) == floor
+
+
+def test_framework_names_match_the_image_profiles(loaded: Loaded) -> None:
+    image_frameworks = {r["framework"] for r in loaded.tables["image-profiles"] if r.get("framework")}
+    floors = {r["framework"] for r in loaded.tables["framework-features"]}
+    assert floors - image_frameworks == {"flash-attn"}  # a library, not an image
