@@ -504,3 +504,93 @@ def test_framework_names_match_the_image_profiles(loaded: Loaded) -> None:
     image_frameworks = {r["framework"] for r in loaded.tables["image-profiles"] if r.get("framework")}
     floors = {r["framework"] for r in loaded.tables["framework-features"]}
     assert floors - image_frameworks == {"flash-attn"}  # a library, not an image
+
+
+# ---------------------------------------------------------------------------------------------- GPU products, MIG
+
+@pytest.mark.parametrize(("label", "product", "cc", "datacenter"), [
+    ("NVIDIA-A10G", "A10G", "8.6", True),
+    ("NVIDIA-A10G-SHARED", "A10G", "8.6", True),
+    ("NVIDIA-A10", "A40/A10/A16/A2", "8.6", True),
+    ("NVIDIA-A800-SXM4-80GB", "A800", "8.0", True),
+    ("NVIDIA-A800-80GB-PCIe", "A800", "8.0", True),
+    ("NVIDIA-A800-40GB-Active", "A800 40GB Active", "8.0", False),
+    ("NVIDIA-H800", "H800", "9.0", True),
+    ("NVIDIA-H800-PCIe", "H800", "9.0", True),
+    ("NVIDIA-H800-NVL", "H800", "9.0", True),
+    ("NVIDIA-H20", "H20", "9.0", True),
+    ("NVIDIA-H20-3e", "H20", "9.0", True),
+    ("NVIDIA-H20-MIG-1g.12gb", "H20", "9.0", True),
+    ("NVIDIA-L20", "L20", "8.9", True),
+    ("NVIDIA-L40S", "L4/L40/L40S", "8.9", True),
+    ("Tesla-V100S-PCIE-32GB", "Tesla V100S", "7.0", True),
+    ("Tesla-V100-SXM2-32GB", "Tesla V100", "7.0", True),
+    ("NVIDIA-H100-NVL", "H100 NVL", "9.0", True),
+    ("NVIDIA-H100-NVL-MIG-1g.12gb", "H100 NVL", "9.0", True),
+    ("NVIDIA-H100-80GB-HBM3", "H100 SXM5 80GB", "9.0", True),
+    ("NVIDIA-H100-PCIe", "H100 PCIe", "9.0", True),
+    ("NVIDIA-H200", "H200 SXM", "9.0", True),
+    ("NVIDIA-H200-NVL", "H200 NVL", "9.0", True),
+    ("NVIDIA-GH200-480GB", "GH200", "9.0", True),
+    ("NVIDIA-GH200-144G-HBM3e", "GH200", "9.0", True),
+    ("NVIDIA-B200", "B200", "10.0", True),
+    ("NVIDIA-GB200", "GB200", "10.0", True),
+    ("NVIDIA-B300-SXM6-AC", "B300", "10.3", True),
+    ("NVIDIA-GB300", "GB300", "10.3", True),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "RTX PRO 6000 Blackwell Server Edition", "12.0", False),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", "RTX PRO 6000 Blackwell Workstation Edition", "12.0",
+     False),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", "RTX PRO 6000 Blackwell Workstation Edition", "12.0", False),
+    ("NVIDIA-RTX-PRO-4500-Blackwell", "RTX PRO Blackwell", "12.0", False),
+])
+def test_gpu_products(loaded: Loaded, label: str, product: str, cc: str, datacenter: bool) -> None:
+    p = loaded.kb.product(label)
+    assert p is not None, label
+    assert (p.product, str(p.compute_capability), p.datacenter, p.brand) == (product, cc, datacenter, None)
+
+
+@pytest.mark.parametrize(("label", "profiles"), [
+    ("NVIDIA-A30", {"1g.6gb", "1g.6gb.me", "2g.12gb", "2g.12gb.me", "4g.24gb"}),
+    ("NVIDIA-A100-SXM4-40GB", {"1g.5gb", "1g.5gb.me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}),
+    ("NVIDIA-A800-40GB-Active", {"1g.5gb", "1g.5gb.me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}),
+    ("NVIDIA-A100-80GB-PCIe", {"1g.10gb", "1g.10gb.me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}),
+    ("NVIDIA-A800-SXM4-80GB", {"1g.10gb", "1g.10gb.me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}),
+    ("NVIDIA-H100-80GB-HBM3", {"1g.10gb", "1g.10gb.me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}),
+    ("NVIDIA-H800", {"1g.10gb", "1g.10gb.me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}),
+    ("NVIDIA-H100-NVL", {"1g.12gb", "1g.12gb.me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"}),
+    ("NVIDIA-H100-NVL-MIG-1g.12gb", {"1g.12gb", "1g.12gb.me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"}),
+    ("NVIDIA-GH200-480GB", {"1g.12gb", "1g.12gb.me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"}),
+    ("NVIDIA-H20", {"1g.12gb", "1g.12gb.me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"}),
+    ("NVIDIA-GH200-144G-HBM3e", {"1g.18gb", "1g.18gb.me", "1g.36gb", "2g.36gb", "3g.72gb", "4g.72gb", "7g.144gb"}),
+    ("NVIDIA-H200", {"1g.18gb", "1g.18gb.me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}),
+    ("NVIDIA-H200-NVL", {"1g.18gb", "1g.18gb.me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}),
+    ("NVIDIA-B200", {"1g.23gb", "1g.23gb.me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"}),
+    ("NVIDIA-GB200", {"1g.23gb", "1g.23gb.me", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"}),
+    ("NVIDIA-B300-SXM6-AC", {"1g.34gb", "1g.34gb.me", "1g.67gb", "2g.67gb", "3g.135gb", "4g.135gb", "7g.269gb"}),
+    ("NVIDIA-GB300", {"1g.35gb", "1g.35gb.me", "1g.70gb", "2g.70gb", "3g.139gb", "4g.139gb", "7g.278gb"}),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+     {"1g.24gb", "1g.24gb.gfx", "1g.24gb-me", "1g.24gb.me.all", "2g.48gb", "2g.48gb.gfx", "2g.48gb-me",
+      "2g.48gb.me.all", "4g.96gb", "4g.96gb.gfx"}),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", {"1g.24gb", "2g.48gb", "4g.96gb"}),
+])
+def test_mig_profiles(loaded: Loaded, label: str, profiles: set[str]) -> None:
+    assert loaded.kb.mig_profiles_for(label) == profiles
+
+
+@pytest.mark.parametrize("label", [
+    "NVIDIA-H100",                 # 0x2339: which SKU is not stated
+    "NVIDIA-H20-3e",               # 0x232C is in no mig-parted filter
+    "NVIDIA-A800-SXM4-40GB",
+    "NVIDIA-RTX-PRO-5000-Blackwell",
+    "NVIDIA-L40S",                 # no MIG
+])
+def test_mig_profiles_unknown(loaded: Loaded, label: str) -> None:
+    assert loaded.kb.mig_profiles_for(label) is None
+
+
+def test_mig_resource_form() -> None:
+    from compatcheck.core.knowledge import mig_resource_profile
+
+    assert mig_resource_profile("1g.10gb+me") == "1g.10gb.me"
+    assert mig_resource_profile("1g.24gb+me.all") == "1g.24gb.me.all"
+    assert mig_resource_profile("1g.24gb-me") == "1g.24gb-me"

@@ -114,7 +114,7 @@ def test_products(loaded: Loaded, label: str, cc: str) -> None:
     assert p is not None and str(p.compute_capability) == cc
 
 
-@pytest.mark.parametrize("label", ["NVIDIA-A10G", "Unknown-Card", "NVIDIA-H20"])
+@pytest.mark.parametrize("label", ["NVIDIA-L20Y", "Unknown-Card", "NVIDIA-H2000"])
 def test_unknown_products_are_not_guessed(loaded: Loaded, label: str) -> None:
     assert loaded.kb.product(label) is None
 
