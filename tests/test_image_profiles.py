@@ -323,10 +323,34 @@ def test_sglang_floating_and_rc_tags_are_not_claimed(loaded: Loaded) -> None:
 @pytest.mark.parametrize("ref", [
     "ubuntu:18.04", "ubuntu", "docker.io/library/debian:12-slim", "busybox:1.36", "alpine:3.20@sha256:" + "b" * 64,
     "centos:7", "nginx:1.7.9", "python:3.11-slim", "registry.k8s.io/pause:3.9", "k8s.gcr.io/pause:3.2",
+    "gcr.io/k8s-staging-perf-tests/sleep:latest",
 ])
 def test_images_without_cuda(loaded: Loaded, ref: str) -> None:
     f = facts(loaded, ref)
     assert f.no_cuda_runtime and f.cuda is None and not f.reason
+
+
+@pytest.mark.parametrize(("ref", "expect"), [
+    ("nvcr.io/nvidia/cloud-native/gpu-operator-validator:v1.10.1",
+     dict(profile="gpu-operator-validator", cuda="11.6.0", base="11.6.0", fwd=[470])),
+    ("nvcr.io/nvidia/cloud-native/gpu-operator-validator:v23.6.2", dict(cuda="12.3.1", base="12.3.1")),
+    ("nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.3.4", dict(cuda="13.0.1", base="13.0.1", fwd=None)),
+    ("tensorflow/tensorflow:1.4.1-gpu", dict(profile="tensorflow-gpu", framework="tensorflow", cuda="8.0")),
+    ("tensorflow/tensorflow:1.12.0-gpu-py3", dict(cuda="9.0")),
+    ("tensorflow/tensorflow:2.15.0-gpu", dict(cuda="12.2")),
+    ("tensorflow/tensorflow:2.20.0-gpu-jupyter", dict(cuda="12.5")),
+    ("paddlepaddle/paddle:3.0.0b1-gpu-cuda11.8-cudnn8.6-trt8.5", dict(profile="paddlepaddle", cuda="11.8")),
+])
+def test_other_families(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
+    check(facts(loaded, ref), {"binaries": {}, **expect})
+
+
+@pytest.mark.parametrize("ref", [
+    "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v25.10.0",   # no validator Dockerfile read
+    "tensorflow/tensorflow:2.22.0-gpu",
+])
+def test_other_families_outside_the_table(loaded: Loaded, ref: str) -> None:
+    assert facts(loaded, ref).cuda is None
 
 
 @pytest.mark.parametrize(("ref", "cuda"), [
