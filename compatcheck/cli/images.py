@@ -82,8 +82,8 @@ def _text(d: JsonObject) -> str:
         lines.append(f"  forward compatibility: cuda-compat CUDA {fwd['compatCuda']} on data-center GPUs with driver "
                      f"branches {', '.join(str(b) for b in fwd['branches'])} ({fwd['source']})")
     for f in d["floors"]:
-        floor = f">= {f['minComputeCapability']}" if f["minComputeCapability"] else "no floor"
-        lines.append(f"  {f['feature']}: compute capability {floor} ({f['versions']}; {f['source']})")
+        floor = f"compute capability >= {f['minComputeCapability']}" if f["minComputeCapability"] else "no floor"
+        lines.append(f"  {f['feature']}: {floor} ({f['versions']}; {f['source']})")
     return "\n".join([*lines, ""])
 
 

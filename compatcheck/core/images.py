@@ -63,6 +63,9 @@ class Binary:
     ptx: tuple[Version, ...] = ()
     toolkit: Version | None = None
     source: str = ""
+    # Kernels the framework uses when they fit and does without otherwise (a fallback path): informative only,
+    # never a reason for gpu-arch-not-in-image.
+    optional: bool = False
 
     def runs_on(self, cc: Version) -> bool | None:
         """Whether machine code for ``cc`` is there: SASS of the same major and a minor not above it (sm_80 code
@@ -111,14 +114,17 @@ class ImageFacts:
     framework: str | None = None
     framework_version: Version | None = None
     base_cuda: Version | None = None
+    # The cuda>=X.Y of the image's NVIDIA_REQUIRE_CUDA, which the NVIDIA container runtime checks before it starts
+    # the container (an image built FROM nvidia/cuda inherits its base's); None: no such gate known.
+    require_cuda: Version | None = None
     binaries: tuple[Binary, ...] = ()
     forward_compat: ForwardCompat | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)
 
     def missing_arch(self, cc: Version) -> list[Binary]:
-        """The binaries with neither machine code nor PTX for compute capability ``cc``."""
-        return [b for b in self.binaries if b.runs_on(cc) is False]
+        """The required binaries with neither machine code nor PTX for compute capability ``cc``."""
+        return [b for b in self.binaries if not b.optional and b.runs_on(cc) is False]
 
     def ptx_only(self, cc: Version) -> list[Binary]:
-        """The binaries that have no machine code for ``cc`` but PTX that a new enough driver can JIT."""
-        return [b for b in self.binaries if b.runs_on(cc) is None]
+        """The required binaries with no machine code for ``cc`` but PTX that a new enough driver can JIT."""
+        return [b for b in self.binaries if not b.optional and b.runs_on(cc) is None]

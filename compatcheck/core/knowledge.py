@@ -59,6 +59,8 @@ class BinarySpec:
     torch: Version | None
     torch_cuda: Version | None
     source: str
+    toolkit: Version | None = None  # CUDA that compiled explicit sass/ptx, when not the release's runtime
+    optional: bool = False  # kernels used when they fit, with a fallback otherwise
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ class ImageProfile:
     framework: str | None = None
     no_cuda: bool = False
     compat_libs: bool = False
+    # NVIDIA_REQUIRE_CUDA's cuda>= term when it is not the base's (NGC images ask for cuda>=9.0); None: the base's
+    require_cuda: Version | None = None
+    require_cuda_set: bool = False  # the row says (``requireCuda``: a version, or null for no gate)
     binaries: tuple[BinarySpec, ...] = ()
     versions: tuple[Release, ...] = ()
 
@@ -175,7 +180,9 @@ class KnowledgeBase:
     images: list[ImageProfile] = field(default_factory=list)
     torch_wheels: list[TorchWheel] = field(default_factory=list)
     framework_floors: list[FrameworkFloor] = field(default_factory=list)
-    forward_compat: dict[Version, ForwardSpec] = field(default_factory=dict)  # nvidia/cuda X.Y -> alternatives
+    # nvidia/cuda base -> its alternatives, keyed by the row's version as written: (X, Y) for every X.Y.* release,
+    # (X, Y, Z) for that release only (NVIDIA_REQUIRE_CUDA differs between some patch releases: 11.7.0 vs 11.7.1).
+    forward_compat: dict[tuple[int, ...], ForwardSpec] = field(default_factory=dict)
     mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
     _image_cache: dict[str, ImageFacts | None] = field(default_factory=dict, repr=False)
     _branch_cache: dict[Version, int | None] = field(default_factory=dict, repr=False)
@@ -228,13 +235,17 @@ class KnowledgeBase:
             kb.framework_floors.append(FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
                                                       _cc(floor) if floor is not None else None, row["source"]))
         for row in tables.get("forward-compat", []):
-            cuda = _cuda(row["cuda"], "forward-compat").major_minor()
-            # cuda None: the compat libraries are the base image's own CUDA (12.4.1 for a 12.4 row)
-            kb.forward_compat.setdefault(cuda, ForwardSpec(None, frozenset(int(b) for b in row["branches"]),
-                                                           frozenset(row.get("brands", [])), row["source"]))
+            cuda = _cuda(row["cuda"], "forward-compat")
+            # Keyed by X.Y.Z for a row about one patch release, else X.Y. The spec's cuda stays None: the compat
+            # libraries are the base image's own CUDA (12.4.1 for a 12.4 row).
+            key = cuda.parts[:3] if len(cuda.parts) >= 3 else cuda.major_minor().parts
+            kb.forward_compat.setdefault(key, ForwardSpec(None, frozenset(int(b) for b in row["branches"]),
+                                                          frozenset(row.get("brands", [])), row["source"]))
         for row in tables.get("mig-profiles", []):
+            # The table writes profiles as NVML names them (1g.10gb+me); requests and GFD labels use the resource
+            # form, '+' replaced by '.' (nvidia.com/mig-1g.10gb.me); '-me' stays as it is.
             kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
-                                    frozenset(row["profiles"])))
+                                    frozenset(mig_resource_profile(p) for p in row["profiles"])))
         return kb
 
     # ------------------------------------------------------------------ driver / runtime
@@ -378,7 +389,7 @@ class KnowledgeBase:
         version: Version | None = None
         if "version" in groups:
             try:
-                version = parse_version(groups.get("version"))
+                version = _tag_version(groups.get("version"))
             except VersionError:
                 return ImageFacts(image, prof.name, origin=origin, reason="tag version unreadable")
         release: Release | None = None
@@ -406,13 +417,15 @@ class KnowledgeBase:
                           reason="" if cuda is not None else f"{prof.name} does not say which CUDA this tag carries",
                           framework=prof.framework, framework_version=framework_version if prof.framework else None,
                           base_cuda=base, binaries=binaries,
+                          require_cuda=prof.require_cuda if prof.require_cuda_set else base,
                           forward_compat=self._forward(release.forward if release else None, base), sources=sources)
 
     def _binaries(self, specs: tuple[BinarySpec, ...], cuda: Version | None) -> tuple[Binary, ...]:
         out: list[Binary] = []
         for spec in specs:
             if spec.torch is None:
-                out.append(Binary(spec.component, spec.sass, spec.ptx, cuda, spec.source))
+                out.append(Binary(spec.component, spec.sass, spec.ptx, spec.toolkit or cuda, spec.source,
+                                  spec.optional))
                 continue
             flavour = spec.torch_cuda or cuda
             wheel = next((w for w in self.torch_wheels if flavour is not None
@@ -424,7 +437,9 @@ class KnowledgeBase:
 
     def _forward(self, spec: ForwardSpec | None, base: Version | None) -> ForwardCompat | None:
         if spec is None and base is not None:
-            spec = self.forward_compat.get(base.major_minor())
+            # A row for this exact patch release first, then one for every X.Y.* release.
+            spec = (self.forward_compat.get(base.parts[:3]) if len(base.parts) >= 3 else None) \
+                or self.forward_compat.get(base.major_minor().parts)
         if spec is None:
             return None
         compat = spec.cuda or base
@@ -439,16 +454,15 @@ class KnowledgeBase:
 
     def framework_floor(self, framework: str, feature: str, version: Version | None) -> FrameworkFloor | None:
         """The floor a framework puts on ``feature`` in ``version`` (``min_cc`` None: none in that version), or
-        None when the table says nothing about that framework and feature. With the version unknown, or outside
-        every row's range, only what holds for every version the table lists: the lowest floor among them, and
-        none if some version has none. A floor that changed over releases is never guessed for an unknown one."""
+        None when the table says nothing about it: no row for that framework and feature, or a known version
+        outside every row (a release newer than those read, a feature that did not exist yet). With the version
+        unknown (``latest``, a custom build), only what holds for every version the table lists: the lowest floor
+        among them, and none if some version has none. A floor is never guessed."""
         rows = [r for r in self.framework_floors if r.framework == framework and r.feature == feature]
         if not rows:
             return None
         if version is not None:
-            found = next((r for r in rows if version in r.versions), None)
-            if found is not None:
-                return found
+            return next((r for r in rows if version in r.versions), None)
         if any(r.min_cc is None for r in rows):
             return FrameworkFloor(framework, feature, VersionRange(), None, rows[0].source)
         lowest = min(rows, key=lambda r: r.min_cc or Version((0,), "0"))
@@ -483,6 +497,25 @@ def _ver(text: Json, where: str) -> Version | None:
         raise KnowledgeError(f"{where}: {exc}") from None
 
 
+_POST = re.compile(r"^(?P<release>v?\d+(?:\.\d+){0,2})\.post(?P<post>\d+)$")
+
+
+def _tag_version(text: str | None) -> Version:
+    """A tag's version; a PEP 440 post release (``0.4.6.post2``) reads as a fourth number (0.4.6.2), which sorts
+    where it belongs, after 0.4.6 and before 0.4.7. The tables write post releases that way."""
+    m = _POST.match(text or "")
+    if m is None:
+        return parse_version(text)
+    release = parse_version(m.group("release"))
+    return Version((*release.parts, *(0,) * (3 - len(release.parts)), int(m.group("post"))), (text or "").lstrip("v"))
+
+
+def mig_resource_profile(profile: str) -> str:
+    """A MIG profile as the device plugin names its resource and GFD its product suffix: '+' becomes '.'
+    (``1g.10gb+me`` -> ``1g.10gb.me``, ``1g.24gb+me.all`` -> ``1g.24gb.me.all``); ``-me`` is unchanged."""
+    return profile.replace("+", ".")
+
+
 def _driver(text: Json, where: str) -> Version:
     try:
         return parse_driver_version(text)
@@ -496,7 +529,8 @@ def _ccs(texts: list[Json]) -> tuple[Version, ...]:
 
 def _binary_specs(rows: list[JsonObject], where: str) -> tuple[BinarySpec, ...]:
     return tuple(BinarySpec(b["component"], _ccs(b.get("sass", [])), _ccs(b.get("ptx", [])),
-                            _ver(b.get("torch"), where), _ver(b.get("torchCuda"), where), b["source"])
+                            _ver(b.get("torch"), where), _ver(b.get("torchCuda"), where), b["source"],
+                            _cuda(b["toolkit"], where) if b.get("toolkit") else None, bool(b.get("optional")))
                  for b in rows)
 
 
@@ -520,7 +554,9 @@ def _profile(row: JsonObject) -> ImageProfile:
                         frozenset(int(b) for b in fwd["branches"]), frozenset(fwd.get("brands", [])), fwd["source"])
             if fwd else None, v["source"]))
     return ImageProfile(row["name"], regex, row["source"], row.get("framework"), bool(row.get("noCudaRuntime")),
-                        bool(row.get("compatLibs")), _binary_specs(row.get("binaries", []), where), tuple(releases))
+                        bool(row.get("compatLibs")), _cuda(row["requireCuda"], where) if row.get("requireCuda")
+                        else None, "requireCuda" in row, _binary_specs(row.get("binaries", []), where),
+                        tuple(releases))
 
 
 def _cc(text: Json) -> Version:

@@ -1,5 +1,6 @@
-"""Check types for the driver/runtime version matrix: ``cuda-driver-too-old``, ``cuda-driver-behind-runtime`` and
-``cuda-driver-major-skew`` (the drivers of the nodes a pod can land on, with a cluster view), ``cuda-affinity-pin``
+"""Check types for the driver/runtime version matrix: ``cuda-driver-too-old``, ``cuda-driver-forward-compat``,
+``cuda-driver-behind-runtime`` and ``cuda-driver-major-skew`` (the drivers of the nodes a pod can land on, with a
+cluster view; each takes its own ``Path`` of a container's runtime to a node kind's driver), ``cuda-affinity-pin``
 (the driver the pod's own selectors pin) and ``cuda-runtime-known``. The verdict itself comes from
 ``KnowledgeBase.verdict`` so that the CLI's ``versions`` command, the linter and the webhook always agree."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
@@ -21,6 +23,7 @@ from compatcheck.core.checks.base import (
     RawParams,
     Violation,
     admits_projected,
+    env_value,
     no_params,
 )
 from compatcheck.core.cluster import (
@@ -66,12 +69,45 @@ class _Mismatch:
         return where
 
 
+# How a node kind's driver meets a container's CUDA runtime:
+#   compatible   the driver supports it;
+#   mvc          older, same major, above the floor: minor-version compatibility runs it (no PTX JIT...);
+#   forward      too old, but the image's forward compatibility bridges it (cuda-compat, a listed branch,
+#                a data-center GPU, no vGPU);
+#   refused      minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>=X.Y) makes the
+#                container runtime refuse to start it on that driver, and no listed alternative lets it in;
+#   incompatible too old, and nothing bridges it.
+Path = Literal["compatible", "mvc", "forward", "refused", "incompatible", "unknown"]
+
+
+def _path(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, v: DriverVerdict, runtime: Version) -> Path:
+    if v.verdict in ("compatible", "unknown"):
+        return v.verdict
+    if _bridges(a, c, cls, runtime):
+        return "forward"
+    if v.verdict == "incompatible":
+        return "incompatible"
+    gate = _start_gate(a, c)
+    if gate is not None and v.driver_cuda is not None and v.driver_cuda.major_minor() < gate.major_minor():
+        return "refused"
+    return "mvc"
+
+
+def _start_gate(a: PodAnalysis, c: ContainerTarget) -> Version | None:
+    """The ``cuda>=X.Y`` of the image's NVIDIA_REQUIRE_CUDA, which the NVIDIA container runtime checks before it
+    starts the container (unless the container sets NVIDIA_DISABLE_REQUIRE=true, or the image sets it low: NGC
+    images ask for cuda>=9.0)."""
+    disabled = env_value(c, "NVIDIA_DISABLE_REQUIRE")
+    if disabled is not None and isinstance(disabled[1], str) and disabled[1].strip().lower() in ("true", "1"):
+        return None
+    facts = a.image_facts(c)
+    return facts.require_cuda if facts is not None else None
+
+
 def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
-                       fails: Callable[[DriverVerdict, Version], bool],
-                       bridged: bool | None = None) -> Iterator[_Mismatch]:
-    """With a cluster view: each GPU container for which ``fails(verdict, runtime)`` holds on some node kind in
-    scope that has a known driver. ``bridged``: keep only the node kinds where the image's forward compatibility
-    bridges the gap (True), or only those where it does not (False); None: all of them."""
+                       select: Callable[[Path, DriverVerdict, Version], bool]) -> Iterator[_Mismatch]:
+    """With a cluster view: each GPU container for which ``select(path, verdict, runtime)`` holds on some node kind
+    in scope that has a known driver, with those node kinds."""
     classes = a.scope_classes() if ctx.cluster is not None else []
     if not classes:
         return
@@ -83,14 +119,14 @@ def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if fails(v, runtime) and (bridged is None or _bridges(a, c, cls, runtime) is bridged):
+            if select(_path(a, c, cls, v, runtime), v, runtime):
                 bad.append((cls, v))
         if bad:
             yield _Mismatch(c, rt, runtime, bad)
 
 
 def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Version) -> bool:
-    """Whether the image runs ``runtime`` on this node kind's too-old driver through forward compatibility: its
+    """Whether the image runs ``runtime`` on this node kind's older driver through forward compatibility: its
     cuda-compat libraries, a driver branch its NVIDIA_REQUIRE_CUDA lists, a data-center GPU, and no vGPU layer
     (GPU-Manager and HAMi interpose their own libcuda, which the image's would bypass)."""
     facts = a.image_facts(c)
@@ -100,6 +136,11 @@ def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Versio
 
 def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
     """Why forward compatibility does not save this container, in the words of the too-old finding."""
+    gate = _start_gate(a, c)
+    if gate is not None and all(v.verdict == "minor-version-compatibility" for _, v in m.bad):
+        return (f"; minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>="
+                f"{gate.major_minor()}) makes the NVIDIA container runtime refuse to start it on that driver "
+                "(NVIDIA_DISABLE_REQUIRE=true in the container lifts the check)")
     facts = a.image_facts(c)
     fwd = facts.forward_compat if facts is not None else None
     if fwd is None:
@@ -123,7 +164,7 @@ def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None
 
 
 def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible", bridged=False):
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path in ("incompatible", "refused")):
         v0 = m.bad[0][1]
         need, lowest = _needed_driver(ctx.kb, m.runtime)
         floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
@@ -134,7 +175,7 @@ def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Vio
 
 
 def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible", bridged=True):
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "forward"):
         facts = a.image_facts(m.c)
         fwd = facts.forward_compat if facts is not None else None
         assert fwd is not None  # bridged implies it
@@ -148,7 +189,7 @@ def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Itera
 
 
 def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "minor-version-compatibility"):
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "mvc"):
         need, _lowest = _needed_driver(ctx.kb, m.runtime)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver's CUDA on "
                         f"{m.where}: it runs only through minor-version compatibility (no PTX JIT, no newer-driver "
@@ -167,7 +208,7 @@ def _prepare_major_skew(raw: RawParams) -> MajorSkewParams:
 def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> Iterator[Violation]:
     skew = params.max_major_skew
 
-    def too_far(v: DriverVerdict, runtime: Version) -> bool:
+    def too_far(_path: Path, v: DriverVerdict, runtime: Version) -> bool:
         return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
 
     for m in _driver_mismatches(a, ctx, too_far):

@@ -178,13 +178,31 @@ class _DtypeSource:
 @dataclass(frozen=True)
 class DtypeParams:
     sources: tuple[_DtypeSource, ...]
+    # framework id -> a regex on the container's command line that runs it, for images the profiles do not know
+    # (vllm installed with pip into a PyTorch image): its floors then hold as for an unknown version.
+    command_frameworks: tuple[tuple[str, re.Pattern[str]], ...]
 
 
 def _prepare_dtype(raw: RawParams) -> DtypeParams:
     return DtypeParams(tuple(_DtypeSource(tuple(src["flags"]) if "flags" in src else None, src.get("env"),
                                           {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})),
                                           src.get("frameworkFeature"))
-                             for src in raw["sources"]))
+                             for src in raw["sources"]),
+                       tuple((fw, re.compile(rx)) for fw, rx in raw.get("commandFrameworks", {}).items()))
+
+
+def _framework_of(a: PodAnalysis, c: ContainerTarget, params: DtypeParams) -> tuple[str, Version | None] | None:
+    """The framework a container runs and its version: the image profile's, else the command line's (version
+    unknown), else None."""
+    facts = a.image_facts(c)
+    if facts is not None and facts.framework:
+        return facts.framework, facts.framework_version
+    if params.command_frameworks:
+        argv = " ".join(command_line(c))
+        for fw, rx in params.command_frameworks:
+            if rx.search(argv):
+                return fw, None
+    return None
 
 
 @dataclass(frozen=True)
@@ -207,8 +225,10 @@ def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]) -
         mapping, fixes = src.values, src.fixes
         if src.flags is not None:
             for idx, flag, value in flag_values(argv, src.flags):
-                feature = mapping.get(value.lower())
-                if feature and idx < len(offsets):
+                # A value with no hardware feature still counts when a framework may have a floor for it
+                # (--quantization awq): the framework-features table decides.
+                feature = mapping.get(value.lower(), "" if src.framework_feature else None)
+                if feature is not None and idx < len(offsets):
                     key, i = offsets[idx]
                     yield _Requested(feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature),
                                      f"{src.framework_feature}:{value.lower()}" if src.framework_feature else None)
@@ -216,8 +236,8 @@ def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]) -
             found = env_value(c, src.env)
             if found is not None and isinstance(found[1], str):
                 value = found[1].strip().lower()
-                feature = mapping.get(value)
-                if feature:
+                feature = mapping.get(value, "" if src.framework_feature else None)
+                if feature is not None:
                     yield _Requested(feature, f"{c.pointer}/env/{found[0]}/value", f"{src.env}={found[1]}",
                                      fixes.get(feature),
                                      f"{src.framework_feature}:{value}" if src.framework_feature else None)
@@ -229,21 +249,20 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
         return
     kb = ctx.kb
     for c, _req in a.gpu_containers:
-        facts = a.image_facts(c)
+        framework = _framework_of(a, c, params)
         for r in _requested_features(c, params.sources):
             need: Version | None = None
             why = r.feature
-            floor = (kb.framework_floor(facts.framework, r.framework_key, facts.framework_version)
-                     if r.framework_key and facts is not None and facts.framework else None)
+            floor = (kb.framework_floor(framework[0], r.framework_key, framework[1])
+                     if r.framework_key and framework is not None else None)
             if floor is not None:  # the framework's own floor, for its version, wins over the hardware one
                 if floor.min_cc is None:
                     continue  # no floor in this version (e.g. an FP8 KV cache: storage, not FP8 compute)
                 need = floor.min_cc
-                version = (f"{facts.framework} {facts.framework_version}" if facts is not None and
-                           facts.framework_version is not None and floor.versions != VersionRange()
-                           else f"every {floor.framework} version")
+                version = (f"{floor.framework} {framework[1]}" if framework is not None and framework[1] is not None
+                           and floor.versions != VersionRange() else f"every {floor.framework} version")
                 why = f"{r.framework_key} in {version}"
-            else:
+            elif r.feature:
                 need = kb.feature_min_cc(r.feature)
             if need is None:
                 continue
@@ -287,7 +306,11 @@ register(PodCheck(
     params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
                    "properties": {"sources": {
                        "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
-                       "description": "Where containers name data types: flags or env vars, and their values."}}},
+                       "description": "Where containers name data types: flags or env vars, and their values."},
+                       "commandFrameworks": {
+                           "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
+                           "description": "Framework id (as in the framework-features table) -> regex on the "
+                                          "command line that runs it, for images no profile knows."}}},
     prepare=_prepare_dtype,
     evaluate=_dtype,
 ))
