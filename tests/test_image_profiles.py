@@ -110,9 +110,11 @@ def test_vllm_outside_the_table_is_unknown(loaded: Loaded, ref: str) -> None:
     assert f.cuda is None and f.reason and not f.binaries
 
 
-def test_vllm_floating_tags_match_nothing(loaded: Loaded) -> None:
-    assert loaded.kb.image_facts("vllm/vllm-openai:latest") is None
-    assert loaded.kb.image_facts("vllm/vllm-openai:nightly") is None
+def test_vllm_floating_tags_give_only_a_lower_bound(loaded: Loaded) -> None:
+    latest = loaded.kb.image_facts("vllm/vllm-openai:latest")
+    assert latest is not None and latest.cuda is None and str(latest.cuda_at_least) == "12.1.0"
+    assert latest.binaries == () and latest.framework_version is None
+    assert loaded.kb.image_facts("vllm/vllm-openai:nightly") is None  # main-branch builds: not claimed
 
 
 # ---------------------------------------------------------------------------------------------- NGC
@@ -312,8 +314,9 @@ def test_sglang_outside_the_table_is_unknown(loaded: Loaded, ref: str) -> None:
     assert facts(loaded, ref).cuda is None
 
 
-def test_sglang_floating_and_rc_tags_are_not_claimed(loaded: Loaded) -> None:
-    assert loaded.kb.image_facts("lmsysorg/sglang:latest") is None
+def test_sglang_floating_tags_give_only_a_lower_bound_and_rc_tags_are_not_claimed(loaded: Loaded) -> None:
+    latest = loaded.kb.image_facts("lmsysorg/sglang:latest")
+    assert latest is not None and latest.cuda is None and str(latest.cuda_at_least) == "11.8.0"
     rc = loaded.kb.image_facts("lmsysorg/sglang:v0.5.3rc0-cu126")  # only the cuXYZ heuristic reads it
     assert rc is not None and rc.profile == "cu-number-in-reference"
 

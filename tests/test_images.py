@@ -180,3 +180,12 @@ def test_admin_rows_override_built_in_ones_in_every_keyed_table() -> None:
     assert str(base.mvc_floor(12)) == "530.30.02"
     assert str(base.toolkit_driver(parse_cuda_version("12.4"))) == "551.0"
     assert sorted(base.forward_compat[(12, 4)].branches) == [535]
+
+
+def test_a_floating_tag_keeps_only_the_lowest_cuda_of_every_release() -> None:
+    floating = {**SERVE, "floating": r"^example\.io/serve(?::latest)?$"}
+    facts = kb(image_profiles=[floating], torch_wheels=WHEELS).image_facts("example.io/serve:latest")
+    assert facts is not None and facts.cuda is None and str(facts.cuda_at_least) == "12.6"  # the -cu126 variant
+    assert facts.binaries == () and facts.forward_compat is None and facts.framework_version is None
+    assert facts.origin == ("image example.io/serve:latest, a floating tag: every serve release in the table "
+                            "carries CUDA 12.6 or newer")

@@ -41,6 +41,7 @@ def describe(kb: KnowledgeBase, image: str) -> JsonObject:
         "image": image, "profile": facts.profile, "known": True, "sources": list(facts.sources),
         "noCudaRuntime": facts.no_cuda_runtime,
         "cuda": str(facts.cuda) if facts.cuda else None, "cudaOrigin": facts.origin,
+        "cudaAtLeast": str(facts.cuda_at_least) if facts.cuda_at_least else None,
         "reason": facts.reason or None,
         "baseCuda": str(facts.base_cuda) if facts.base_cuda else None,
         "framework": facts.framework,
@@ -63,8 +64,11 @@ def _text(d: JsonObject) -> str:
     lines.append(f"  profile: {d['profile']} (sources: {', '.join(d['sources'])})")
     if d["noCudaRuntime"]:
         return "\n".join([*lines, "  carries no CUDA runtime (an OS or tool image): no driver or GPU rule applies", ""])
-    lines.append(f"  CUDA runtime: {d['cuda'] or 'unknown'}" + (f" ({d['reason']})" if d["reason"] else "")
-                 + (f" — from {d['cudaOrigin']}" if d["cuda"] else ""))
+    if d["cudaAtLeast"]:
+        lines.append(f"  CUDA runtime: {d['cudaAtLeast']} or newer ({d['reason']}: only the lowest release's holds)")
+    else:
+        lines.append(f"  CUDA runtime: {d['cuda'] or 'unknown'}" + (f" ({d['reason']})" if d["reason"] else "")
+                     + (f" — from {d['cudaOrigin']}" if d["cuda"] else ""))
     if d["baseCuda"]:
         lines.append(f"  base image CUDA (cuda-compat, NVIDIA_REQUIRE_CUDA): {d['baseCuda']}")
     if d["framework"]:

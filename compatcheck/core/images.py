@@ -108,6 +108,8 @@ class ImageFacts:
     reference: str
     profile: str | None = None
     cuda: Version | None = None
+    # A floating tag (latest): no exact CUDA, but every release of the family carries at least this one.
+    cuda_at_least: Version | None = None
     origin: str = ""
     reason: str = ""  # why the CUDA runtime is unknown
     no_cuda_runtime: bool = False  # an OS or tool image with no CUDA at all: nothing to match a driver against

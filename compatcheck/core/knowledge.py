@@ -99,6 +99,7 @@ class ImageProfile:
     # NVIDIA_REQUIRE_CUDA's cuda>= term when it is not the base's (NGC images ask for cuda>=9.0); None: the base's
     require_cuda: Version | None = None
     require_cuda_set: bool = False  # the row says (``requireCuda``: a version, or null for no gate)
+    floating: re.Pattern[str] | None = None  # references whose tag floats (latest): only a CUDA lower bound
     binaries: tuple[BinarySpec, ...] = ()
     versions: tuple[Release, ...] = ()
 
@@ -374,7 +375,23 @@ class KnowledgeBase:
             m = prof.regex.search(image)
             if m:
                 return self._resolve(prof, image, m.groupdict())
+            if prof.floating is not None and prof.floating.search(image):
+                return self._floating(prof, image)
         return None
+
+    def _floating(self, prof: ImageProfile, image: str) -> ImageFacts:
+        """A floating tag: it may be any release, so only what holds for every release the table lists: the
+        lowest CUDA of them all, whatever their variant (a family's default build may have been any of them)."""
+        cudas = [r.cuda for r in prof.versions if r.cuda is not None]
+        floor = min(cudas) if cudas else None
+        origin = f"image {image}"
+        if floor is None:
+            return ImageFacts(image, prof.name, origin=origin, framework=prof.framework,
+                              reason=f"{image} floats over {prof.name} releases", sources=(prof.source,))
+        return ImageFacts(image, prof.name, origin=f"{origin}, a floating tag: every {prof.name} release in the "
+                          f"table carries CUDA {floor.major_minor()} or newer", cuda_at_least=floor,
+                          framework=prof.framework, reason=f"{image} floats over {prof.name} releases",
+                          sources=(prof.source,))
 
     def _resolve(self, prof: ImageProfile, image: str, groups: dict[str, str | None]) -> ImageFacts:
         origin = f"image {image}"
@@ -555,8 +572,9 @@ def _profile(row: JsonObject) -> ImageProfile:
             if fwd else None, v["source"]))
     return ImageProfile(row["name"], regex, row["source"], row.get("framework"), bool(row.get("noCudaRuntime")),
                         bool(row.get("compatLibs")), _cuda(row["requireCuda"], where) if row.get("requireCuda")
-                        else None, "requireCuda" in row, _binary_specs(row.get("binaries", []), where),
-                        tuple(releases))
+                        else None, "requireCuda" in row,
+                        _regex(row["floating"], where) if row.get("floating") else None,
+                        _binary_specs(row.get("binaries", []), where), tuple(releases))
 
 
 def _cc(text: Json) -> Version:

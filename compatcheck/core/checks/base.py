@@ -36,7 +36,7 @@ from compatcheck.core.cluster import (
     untolerated_taints,
 )
 from compatcheck.core.crl import CrlIndex
-from compatcheck.core.images import ImageFacts
+from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -102,6 +102,9 @@ class CudaRuntime:
     pointer: str
     problem: str = ""
     absent: bool = False  # the image carries no CUDA runtime at all (an OS or tool image): nothing to check
+    # ``version`` is only a lower bound (a floating tag such as latest): a check may use it only where every
+    # newer CUDA would give the same finding (a driver too old even for the lowest release).
+    at_least: bool = False
 
 
 def container_gpu_requests(c: ContainerTarget) -> JsonObject:
@@ -288,11 +291,15 @@ class PodAnalysis:
         ptr = f"{c.pointer}/image"
         if not isinstance(image, str) or not image:
             return CudaRuntime(None, "image", ptr, "the container has no image")
+        if parse_reference(image) is None:  # a template placeholder (<image>, ${IMAGE}): nothing to judge yet
+            return CudaRuntime(None, f"image {image}", ptr, f"{image!r} is not an image reference", absent=True)
         facts = self.image_facts(c)
         if facts is None:
             return CudaRuntime(None, f"image {image}", ptr, f"no image pattern recognises {image!r}")
         if facts.no_cuda_runtime:
             return CudaRuntime(None, facts.origin, ptr, f"{image} carries no CUDA runtime", absent=True)
+        if facts.cuda is None and facts.cuda_at_least is not None:
+            return CudaRuntime(facts.cuda_at_least, facts.origin, ptr, facts.reason, at_least=True)
         return CudaRuntime(facts.cuda, facts.origin, ptr, facts.reason)
 
     def image_facts(self, c: ContainerTarget) -> ImageFacts | None:

@@ -83,6 +83,8 @@ Path = Literal["compatible", "mvc", "forward", "refused", "incompatible", "unkno
 def _path(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, v: DriverVerdict, runtime: Version) -> Path:
     if v.verdict in ("compatible", "unknown"):
         return v.verdict
+    if a.runtime(c).at_least:  # a floating tag: only "too old even for its lowest release" is certain
+        return "incompatible" if v.verdict == "incompatible" else "unknown"
     if _bridges(a, c, cls, runtime):
         return "forward"
     if v.verdict == "incompatible":
@@ -208,8 +210,9 @@ def _prepare_major_skew(raw: RawParams) -> MajorSkewParams:
 def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> Iterator[Violation]:
     skew = params.max_major_skew
 
-    def too_far(_path: Path, v: DriverVerdict, runtime: Version) -> bool:
-        return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
+    def too_far(path: Path, v: DriverVerdict, runtime: Version) -> bool:
+        # a floating tag's lower bound would overstate the skew: its path is "unknown" unless incompatible
+        return path != "unknown" and v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
 
     for m in _driver_mismatches(a, ctx, too_far):
         yield Violation(f"driver CUDA {m.bad[0][1].driver_cuda} is more than {skew} major version ahead of image "

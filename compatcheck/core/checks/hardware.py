@@ -40,14 +40,15 @@ def _gpus(facts: list[NodeFacts]) -> str:
     return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
-def _arch_mismatches(a: PodAnalysis, ctx: EvalContext, why: Callable[[Architecture, Version], str | None]
-                     ) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version, list[NodeFacts], str]]:
+def _arch_mismatches(a: PodAnalysis, ctx: EvalContext, why: Callable[[Architecture, Version], str | None],
+                     *, holds_for_newer: bool) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version, list[NodeFacts],
+                                                                  str]]:
     """(container, runtime, its CUDA major.minor, GPUs in scope, reasons) for each GPU container whose CUDA
     ``why(architecture, cuda)`` objects to on some GPU in scope; ``why`` returns the reason, or None."""
     kb = ctx.kb
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
-        if rt.version is None:
+        if rt.version is None or (rt.at_least and not holds_for_newer):  # a floating tag: a lower bound only
             continue
         cuda = rt.version.major_minor()
         bad: list[NodeFacts] = []
@@ -79,13 +80,13 @@ def _dropped(arch: Architecture, cuda: Version) -> str | None:
 
 
 def _arch_too_new(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _predates):
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _predates, holds_for_newer=False):
         yield Violation(f"image CUDA {cuda} ({rt.origin}) predates the GPU {_gpus(bad)}: {why}; code built with it "
                         "carries no kernels for this GPU", rt.pointer, c.name)
 
 
 def _arch_dropped(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _dropped):
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _dropped, holds_for_newer=True):
         yield Violation(f"image CUDA {cuda} ({rt.origin}) no longer supports the GPU {_gpus(bad)}: {why}",
                         rt.pointer, c.name)
 

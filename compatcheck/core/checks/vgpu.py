@@ -123,7 +123,8 @@ def _baseline_too_old(a: PodAnalysis, ctx: EvalContext, params: BaselineParams) 
 def _major_mismatch(a: PodAnalysis, ctx: EvalContext, params: BaselineParams) -> Iterator[Violation]:
     for c, kind, rt, runtime in _vgpu_runtimes(a):
         majors = {b.major for b in _baselines(a, params)} | {f.driver_cuda.major for f in a.scope if f.driver_cuda}
-        wrong = sorted(m for m in majors if m != runtime.major)
+        # a floating tag's CUDA is a lower bound: only a major above every node's is certain
+        wrong = sorted(m for m in majors if m < runtime.major or (m > runtime.major and not rt.at_least))
         if wrong:
             yield Violation(f"image CUDA {runtime} ({rt.origin}) is major {runtime.major} but the {_LABEL[kind]} "
                             f"nodes' driver/vGPU baseline is CUDA major {', '.join(map(str, wrong))}; vGPU "
