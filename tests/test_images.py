@@ -189,3 +189,43 @@ def test_a_floating_tag_keeps_only_the_lowest_cuda_of_every_release() -> None:
     assert facts.binaries == () and facts.forward_compat is None and facts.framework_version is None
     assert facts.origin == ("image example.io/serve:latest, a floating tag: every serve release in the table "
                             "carries CUDA 12.6 or newer")
+
+
+def test_an_admin_row_overrides_the_built_in_one_in_each_table() -> None:
+    """Admin rows come first in every table (the loader puts them there) and win, each table by its own key."""
+    base = kb(
+        driver_branches=[{"branch": 535, "maxCuda": "12.3", "source": "admin"},
+                         {"branch": 535, "maxCuda": "12.2", "source": "builtin"}],
+        gpu_products=[{"match": "^Tesla-T4$", "product": "T4 (admin)", "computeCapability": "7.5",
+                       "datacenter": False, "source": "admin"},
+                      {"match": "^Tesla-T4$", "product": "T4", "computeCapability": "7.5", "datacenter": True,
+                       "source": "builtin"}],
+        architectures=[{"computeCapability": "7.5", "architecture": "Turing (admin)", "firstCuda": "10.0",
+                        "removedIn": None, "source": "admin"},
+                       {"computeCapability": "7.5", "architecture": "Turing", "firstCuda": "10.0",
+                        "removedIn": None, "source": "builtin"}],
+        features=[{"feature": "bf16", "minComputeCapability": "9.0", "source": "admin"},
+                  {"feature": "bf16", "minComputeCapability": "8.0", "source": "builtin"}],
+        image_profiles=[{"name": "admin", "pattern": r"^nvidia/cuda:(?P<cuda>\d+\.\d+)", "source": "admin",
+                         "versions": [{"cuda": "12.0", "source": "admin"}]},
+                        {"name": "builtin", "pattern": r"^nvidia/cuda:(?P<cuda>\d+\.\d+)", "source": "builtin"}],
+        torch_wheels=[{"equals": "2.8.0", "cuda": "12.8", "sass": ["8.0"], "source": "admin"},
+                      {"equals": "2.8.0", "cuda": "12.8", "sass": ["7.0", "8.0"], "source": "builtin"}],
+        framework_features=[{"framework": "vllm", "feature": "engine", "minComputeCapability": "8.0",
+                             "source": "admin"},
+                            {"framework": "vllm", "feature": "engine", "minComputeCapability": "7.0",
+                             "source": "builtin"}],
+        mig_profiles=[{"match": "A100", "gpu": "A100 (admin)", "profiles": ["7g.80gb"], "source": "admin"},
+                      {"match": "A100", "gpu": "A100", "profiles": ["1g.10gb", "7g.80gb"], "source": "builtin"}])
+    assert str(base.driver_cuda(parse_driver_version("535.104.05"))[0]) == "12.3"
+    product = base.product("Tesla-T4")
+    assert product is not None and product.product == "T4 (admin)" and product.datacenter is False
+    arch = base.architecture(cc("7.5"))
+    assert arch is not None and arch.name == "Turing (admin)"
+    assert str(base.feature_min_cc("bf16")) == "9.0"
+    facts = base.image_facts("nvidia/cuda:12.4.1-base")
+    assert facts is not None and (facts.profile, str(facts.cuda)) == ("admin", "12.0")
+    assert [str(w.sass[0]) for w in base.torch_wheels][:1] == ["8.0"]
+    floor = base.framework_floor("vllm", "engine", None)
+    assert floor is not None and str(floor.min_cc) == "8.0" and floor.source == "admin"
+    assert base.mig_profiles_for("NVIDIA-A100-SXM4-80GB") == frozenset({"7g.80gb"})

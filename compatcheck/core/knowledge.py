@@ -226,15 +226,21 @@ class KnowledgeBase:
             kb.features.setdefault(row["feature"], _cc(row["minComputeCapability"]))
         for row in tables.get("image-profiles", []):
             kb.images.append(_profile(row))
+        wheels: dict[tuple[VersionRange, Version], TorchWheel] = {}  # an admin row replaces one of the same key
         for row in tables.get("torch-wheels", []):
             where = "torch-wheels"
-            kb.torch_wheels.append(TorchWheel(VersionRange.of(row, where), _cuda(row["cuda"], where),
-                                              _ccs(row["sass"]), _ccs(row.get("ptx", [])), row["source"]))
+            wheel = TorchWheel(VersionRange.of(row, where), _cuda(row["cuda"], where), _ccs(row["sass"]),
+                               _ccs(row.get("ptx", [])), row["source"])
+            wheels.setdefault((wheel.versions, wheel.cuda), wheel)
+        kb.torch_wheels = list(wheels.values())
+        floors: dict[tuple[str, str, VersionRange], FrameworkFloor] = {}
         for row in tables.get("framework-features", []):
             where = f"framework-features {row['framework']} {row['feature']}"
             floor = row["minComputeCapability"]
-            kb.framework_floors.append(FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
-                                                      _cc(floor) if floor is not None else None, row["source"]))
+            ff = FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
+                                _cc(floor) if floor is not None else None, row["source"])
+            floors.setdefault((ff.framework, ff.feature, ff.versions), ff)
+        kb.framework_floors = list(floors.values())
         for row in tables.get("forward-compat", []):
             cuda = _cuda(row["cuda"], "forward-compat")
             # Keyed by X.Y.Z for a row about one patch release, else X.Y. The spec's cuda stays None: the compat
