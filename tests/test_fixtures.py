@@ -22,6 +22,8 @@ import pytest
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.crl import CrlIndex, build_index
+from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Applicability, Finding
 from compatcheck.core.patches import apply_fixes
@@ -44,7 +46,9 @@ def _objects(path: Path) -> list[dict]:
     return [obj for doc in parsed.documents for _p, obj in iter_objects(doc)]
 
 
-def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
+def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, Any]]) -> EvalContext:
+    """The case's context: its nodes file, the CRLs beside it, and (as lint does) the DRA objects of the case
+    file itself (DeviceClasses, ResourceClaims and templates that its pods' claims resolve to)."""
     nodes = rule_dir / f"nodes.{case}.yaml"
     if not nodes.exists():
         nodes = rule_dir / "nodes.yaml"
@@ -56,7 +60,7 @@ def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
     if (rule_dir / "crl.yaml").exists():
         crl, invalid = build_index(_objects(rule_dir / "crl.yaml"))
         assert not invalid, invalid
-    return EvalContext(loaded.kb, cluster, crl)
+    return EvalContext(loaded.kb, cluster, crl, dra=build_dra_index(o for o in objects if is_dra(o)))
 
 
 @pytest.mark.parametrize(("rule_id", "kind", "case", "path"),
@@ -64,8 +68,8 @@ def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
                          ids=[f"{c[0]}/{c[1]}.{c[2]}" for c in CASES if ONLY is None or c[0] == ONLY])
 def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path) -> None:
     rule = loaded.ruleset.get(rule_id)
-    ctx = _context(loaded, path.parent, case)
     objects = _objects(path)
+    ctx = _context(loaded, path.parent, case, objects)
     assert objects, f"{path} holds no Kubernetes object"
     results = [evaluate(obj, [rule], ctx) for obj in objects]
     for r in results:

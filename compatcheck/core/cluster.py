@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from compatcheck.core.dra import Inventory
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.model import Diagnostic, Severity
@@ -740,9 +741,11 @@ def _with(bucket: Bucket | None, pos: int) -> Bucket:
 class Cluster:
     """Node classes of one snapshot of a cluster, and placement over all its nodes."""
 
-    def __init__(self, classes: list[NodeClass], node_count: int) -> None:
+    def __init__(self, classes: list[NodeClass], node_count: int, dra: Inventory | None = None) -> None:
         self.classes = classes
         self.node_count = node_count
+        # The DRA devices ResourceSlices publish; None when nothing says (no slices were read, none are watched).
+        self.dra = dra
         self._index: _NodeIndex | None = None
         self._lock = threading.Lock()
 
@@ -764,6 +767,19 @@ class Cluster:
         if not p.per_node:
             return sum(cls.count for cls in self.classes if p.admits(None, cls.labels))
         return self._node_index().count(p)
+
+    def admitted_nodes(self, spec: JsonObject) -> dict[str, tuple[NodeClass, NodeRecord]]:
+        """The nodes a pod can land on, by name: nodeSelector, nodeName and required affinity admit them and the
+        pod tolerates their taints (for the devices DRA can give it there)."""
+        p = _Placement.of(spec)
+        out: dict[str, tuple[NodeClass, NodeRecord]] = {}
+        for cls in self.placement(spec):
+            if untolerated_taints(spec, cls):
+                continue
+            for rec in cls.members:
+                if not p.per_node or p.admits(rec.name, {**cls.labels, **rec.placement_labels()}):
+                    out[rec.name] = (cls, rec)
+        return out
 
     def carry_over(self, previous: Cluster) -> None:
         """Start from ``previous``'s placement indexes where they still hold (see ``_NodeIndex.carried``)."""

@@ -49,6 +49,10 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         # Most rules only concern GPU pods; the split is made once per rule set, not tested per rule.
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
             _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems)
+        for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
+            if (pointer, message) not in seen_problems:
+                seen_problems.add((pointer, message))
+                result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
     return result
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
+from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
@@ -83,7 +85,10 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    return parsed, EvalContext(loaded.kb, cluster, index)
+    # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
+    dra = build_dra_index(obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)
+                          if is_dra(obj))
+    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra)
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
@@ -107,8 +112,7 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 report.objects_seen.append((_path(doc, options), object_ref(obj)))
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
-                    report.errors.append(replace(problem, path=path, line=line, column=col,
-                                                 pointer=prefix + problem.pointer))
+                    report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
                 kept = _filter(located, obj, config, remaining, report, result.pods)
                 report.findings.extend(kept)
                 if keep is not None:
