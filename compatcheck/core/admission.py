@@ -218,7 +218,10 @@ class EvaluationCache:
         meta = mapping(obj.get("metadata"))
         reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
         reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
-        return hashlib.blake2b(dumps(reduced), digest_size=16).digest()
+        data = dumps(reduced)
+        if b'"resourceClaims"' in data:  # DRA: the claims and templates a pod names are looked up in its namespace
+            data += dumps(meta.get("namespace"))
+        return hashlib.blake2b(data, digest_size=16).digest()
 
     def evaluate(self, obj: JsonObject, ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
                  severities: dict[str, Severity], suppressions: bool) -> Evaluated:

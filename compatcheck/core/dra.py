@@ -400,8 +400,8 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
             continue
         where = f"{kind} {namespace + '/' if namespace else ''}{ref_name}"
         if obj is None:
-            notes.append((ptr, f"{where} (claim {claim_name!r}) is not in the input: the devices it requests were "
-                               "not checked"))
+            missing = "does not exist (yet)" if index.authoritative else "is not in the input"
+            notes.append((ptr, f"{where} (claim {claim_name!r}) {missing}: the devices it requests were not checked"))
             continue
         found = claim_spec_of(obj)
         if found is None:
@@ -535,15 +535,15 @@ def _none_reason(ra: ResolvedAlternative, placed: list[Device]) -> str:
                 "tolerations)")
     drivers = sorted({d.driver for d in placed})
     products = sorted({dict(d.labels).get("nvidia.com/gpu.product", "") for d in placed} - {""})
-    have = f"{len(placed)} {'/'.join(drivers)} device{'s' if len(placed) != 1 else ''} in reach" + (
-        f": {', '.join(products[:4])}{' ...' if len(products) > 4 else ''}" if products else "")
+    shown = f": {', '.join(products[:4])}{' ...' if len(products) > 4 else ''}" if products else ""
+    have = f"{len(placed)} {'/'.join(drivers)} device{'s' if len(placed) != 1 else ''} in reach{shown}"
     if cls is not None and cls.selectors:
         in_class = [d for d in placed if _passes(cls.selectors, d)]
         if not in_class:
             return f"no device is in DeviceClass {name} ({have})"
         if ra.alt.selectors:
-            return (f"none of the {len(in_class)} devices of DeviceClass {name} satisfies the selector "
-                    f"{_short(' && '.join(ra.alt.selectors))} ({have})")
+            return (f"{have}, and none of the {len(in_class)} of DeviceClass {name} satisfies the selector "
+                    f"{_short(' && '.join(ra.alt.selectors))}")
     return f"no device satisfies DeviceClass {name} ({have})"
 
 

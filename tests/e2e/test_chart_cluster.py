@@ -366,13 +366,16 @@ class TestSecretMode:
     ``config.webhook.mode=warn``. First in the module: its install is gone before the next one starts."""
 
     def test_the_live_view_is_all_it_may_do(self, kapi: KubeAPIServer, secret_chart: Install) -> None:
-        """The chart's RBAC in this mode: read Nodes, read ConfigMaps in kube-public; no Secret, no webhook
-        configuration (the caBundle is yours), nothing else. The webhook lists both as that ServiceAccount."""
-        nodes = ("nodes", (), ("get", "list", "watch"))
-        assert can_i_list(kapi, secret_chart.service_account, "default") == {nodes}
-        assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == {nodes}
+        """The chart's RBAC in this mode: read Nodes and the DRA objects, read ConfigMaps in kube-public; no Secret,
+        no webhook configuration (the caBundle is yours), nothing else. The webhook lists them as that
+        ServiceAccount."""
+        read = ("get", "list", "watch")
+        cluster = {("nodes", (), read), *((f"{r}.resource.k8s.io", (), read) for r in (
+            "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"))}
+        assert can_i_list(kapi, secret_chart.service_account, "default") == cluster
+        assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == cluster
         assert can_i_list(kapi, secret_chart.service_account, "kube-public") == {
-            nodes, ("configmaps", (), ("get", "list", "watch"))}
+            *cluster, ("configmaps", (), read)}
         status, text = secret_chart.hook.get("/readyz")
         assert status == 200 and text.startswith("ok: "), text  # both lists done: nothing is decided before
         bundle = base64.b64encode(secret_chart.hook.ca).decode()
@@ -493,12 +496,15 @@ def test_an_upgrade_keeps_the_patched_ca_bundle(kapi: KubeAPIServer, chart: Inst
 
 
 def test_rbac_is_exactly_enough(kapi: KubeAPIServer, chart: Install) -> None:
-    """What the webhook just did as its ServiceAccount (list and watch Nodes and the kube-public CRL
-    ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may do: no Secret
+    """What the webhook just did as its ServiceAccount (list and watch Nodes, the DRA objects and the kube-public
+    CRL ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may do: no Secret
     but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
-    nodes = ("nodes", (), ("get", "list", "watch"))
-    own = [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
-           for kind in ("mutating", "validating")]
+    read = ("get", "list", "watch")
+    nodes = ("nodes", (), read)
+    own = [(f"{r}.resource.k8s.io", (), read) for r in (
+        "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")]
+    own += [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
+            for kind in ("mutating", "validating")]
     assert can_i_list(kapi, chart.service_account, "default") == {nodes, *own}
     assert can_i_list(kapi, chart.service_account, "kube-public") == {
         nodes, *own, ("configmaps", (), ("get", "list", "watch"))}

@@ -31,8 +31,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "compatcheck.celContainers" -}}
 {{ .p }}.{{ .f }}.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))
 {{- end -}}
+{{/* ... or any DRA resource claim (spec.resourceClaims)? */}}
 {{- define "compatcheck.celPodSpec" -}}
-(has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }})
+(has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }}) || (has({{ . }}.resourceClaims) && size({{ . }}.resourceClaims) > 0)
 {{- end -}}
 
 {{/* The groups of objects the webhooks see: rules plus the CEL that narrows them to GPU objects. */}}
@@ -55,6 +56,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   rules:
     - {apiGroups: [""], apiVersions: ["v1"], resources: [podtemplates]}
   cel: {{ printf "has(object.template) && has(object.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.template.spec") | quote }}
+{{- if .Values.clusterView.dra }}
+- name: resource-claims
+  rules:
+    - {apiGroups: [resource.k8s.io], apiVersions: ["v1"], resources: [resourceclaims, resourceclaimtemplates]}
+  cel: ""
+{{- end }}
 {{- if .Values.webhook.customResources }}
 - name: custom-resources
   rules:

@@ -57,7 +57,7 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
             continue
         outcome = inventory.allocator.serve(PodRequest("", request.name, "", request.pointer, tuple(resolved)))
         if not outcome.devices and not outcome.unknown:
-            yield Violation(f"request {request.name!r}: no device of the cluster can be allocated for it: "
+            yield Violation(f"request {request.name!r}: no device of the cluster can serve it: "
                             f"{outcome.reason}", request.pointer)
 
 
