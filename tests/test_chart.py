@@ -352,7 +352,8 @@ def test_match_conditions_select_gpu_objects_and_crls(helm: str, webhook: str, o
 # ---------------------------------------------------------------------------------------------- routing = the table
 
 # The table's kinds that are cluster-scoped (every other one is namespaced).
-CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime")}
+CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime"),
+                        ("trainer.kubeflow.org", "ClusterTrainingRuntime")}
 # Groups of the table that no supported API server serves: extensions/v1beta1 workloads went in Kubernetes 1.16.
 # The table keeps them for old manifests in the linter; the API server sends their apps/v1 equivalents
 # (matchPolicy: Equivalent).
@@ -451,6 +452,14 @@ def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> 
         (cond,) = hook["matchConditions"]
         program = env.program(env.compile(cond["expression"]))
         assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is sent, obj
+    kai = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5"}},
+           "spec": {"containers": [{"name": "c", "image": "nvidia/cuda:13.0.2-base-ubi8"}]}}
+    kai_deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {
+        "metadata": {"annotations": {"gpu-memory": "2000"}}, "spec": kai["spec"]}}}
+    for obj in (kai, kai_deploy):  # KAI Scheduler's GPU sharing: the GPU is in an annotation
+        (hook,) = _matching(cfg, obj)
+        (cond,) = hook["matchConditions"]
+        assert bool(env.program(env.compile(cond["expression"])).evaluate(celpy.json_to_cel({"object": obj})))
     for kind in ("ResourceClaim", "ResourceClaimTemplate"):
         (hook,) = _matching(cfg, {"apiVersion": "resource.k8s.io/v1", "kind": kind})
         assert hook["name"] == "resource-claims.validate.compatcheck.io" and "matchConditions" not in hook

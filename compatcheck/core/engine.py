@@ -48,7 +48,8 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         analysis = PodAnalysis(pod, ctx)
         # Most rules only concern GPU pods; the split is made once per rule set, not tested per rule.
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
-            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems)
+            # An operator's flat spec is read as a container it is not: no patch is offered against it.
+            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat)
         for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
@@ -66,7 +67,7 @@ def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, resul
 
 
 def _collect(rule: Rule, outcomes: list[Outcome], result: EvalResult, ref: ObjectRef,
-             severities: dict[str, Severity], seen_problems: set[tuple[str, str]]) -> None:
+             severities: dict[str, Severity], seen_problems: set[tuple[str, str]], *, fixable: bool = True) -> None:
     if not outcomes:
         return
     severity = severities.get(rule.id, rule.severity)
@@ -77,4 +78,5 @@ def _collect(rule: Rule, outcomes: list[Outcome], result: EvalResult, ref: Objec
                 seen_problems.add(key)
                 result.problems.append(Diagnostic("", o.message, pointer=o.pointer, kind="input", rule_id=rule.id))
             continue
-        result.findings.append(Finding(rule.id, severity, o.message, ref, o.pointer, o.container, o.fix))
+        result.findings.append(Finding(rule.id, severity, o.message, ref, o.pointer, o.container,
+                                       o.fix if fixable else None))

@@ -36,18 +36,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 (has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }}) || (has({{ . }}.resourceClaims) && size({{ . }}.resourceClaims) > 0)
 {{- end -}}
 
+{{/* ... or KAI Scheduler's GPU sharing annotations on the metadata at path . */}}
+{{- define "compatcheck.celKai" -}}
+(has({{ . }}.annotations) && ('gpu-fraction' in {{ . }}.annotations || 'gpu-memory' in {{ . }}.annotations))
+{{- end -}}
+
 {{/* The groups of objects the webhooks see: rules plus the CEL that narrows them to GPU objects. */}}
 {{- define "compatcheck.groups" -}}
 - name: pods
   rules:
     - {apiGroups: [""], apiVersions: ["v1"], resources: [pods]}
-  cel: {{ include "compatcheck.celPodSpec" "object.spec" | quote }}
+  cel: {{ printf "%s || %s" (include "compatcheck.celPodSpec" "object.spec") (include "compatcheck.celKai" "object.metadata") | quote }}
 - name: workloads
   rules:
     - {apiGroups: [apps], apiVersions: ["v1"], resources: [deployments, statefulsets, daemonsets, replicasets]}
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [jobs]}
     - {apiGroups: [""], apiVersions: ["v1"], resources: [replicationcontrollers]}
-  cel: {{ printf "has(object.spec.template) && has(object.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.template.spec") | quote }}
+  cel: {{ printf "has(object.spec.template) && ((has(object.spec.template.spec) && (%s)) || (has(object.spec.template.metadata) && %s))" (include "compatcheck.celPodSpec" "object.spec.template.spec") (include "compatcheck.celKai" "object.spec.template.metadata") | quote }}
 - name: cronjobs
   rules:
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [cronjobs]}

@@ -133,8 +133,8 @@ def container_gpu_requests(c: ContainerTarget) -> JsonObject:
     """GPU-type resources of a container: limits, else requests (the API server defaults one from the other)."""
     res = c.data.get("resources")
     if not isinstance(res, dict):
-        return {}
-    out: JsonObject = {}
+        return dict(c.implied_gpu)
+    out: JsonObject = dict(c.implied_gpu)  # KAI's sharing annotations, Dynamo's service resources
     for section in ("requests", "limits"):  # limits win
         values = res.get(section)
         if isinstance(values, dict):
