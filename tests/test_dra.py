@@ -232,3 +232,45 @@ def test_resource_slices_alone_are_a_nodes_file(tmp_path: Path) -> None:
     assert out["errors"] == []
     # an A100 on R535 (CUDA 12.2) runs vLLM 0.6.3's CUDA 12.4 through forward compatibility; bf16 is fine
     assert [f["rule"] for f in out["findings"]] == ["cuda-driver-needs-forward-compat"]
+
+
+def test_a_nim_claim_creation_spec_becomes_the_cel_the_operator_writes() -> None:
+    """NVIDIA/k8s-nim-operator internal/k8sutil/cel/cel.go BuildExpr: strings and bools compare with ==/!=, ints
+    with the operator, versions and quantities through compareTo(...) against 0; the driver comes first."""
+    from compatcheck.core.dra import _nim_selectors
+
+    device = {"name": "gpu", "driverName": NV, "attributeSelectors": [
+        {"key": "architecture", "op": "Equal", "value": {"stringValue": "Ampere"}},
+        {"key": "gpu.nvidia.com/cudaComputeCapability", "op": "GreaterThanOrEqual", "value": {"versionValue": "8.0.0"}},
+        {"key": "index", "op": "LessThan", "value": {"intValue": 4}},
+        {"key": "example.com/fast", "op": "NotEqual", "value": {"boolValue": False}}],
+        "capacitySelectors": [{"key": "memory", "op": "GreaterThan", "value": "40Gi"}]}
+    assert _nim_selectors(device) == (
+        'device.driver == "gpu.nvidia.com"',
+        'device.attributes["gpu.nvidia.com"].architecture == "Ampere"',
+        '(device.attributes["gpu.nvidia.com"].cudaComputeCapability).compareTo(semver("8.0.0")) >= 0',
+        'device.attributes["gpu.nvidia.com"].index < 4',
+        'device.attributes["example.com"].fast != false',
+        '(device.capacity["gpu.nvidia.com"].memory).compareTo(quantity("40Gi")) > 0')
+    ampere = DeviceInput(NV, {NV: {**A100.attributes[NV], "architecture": "Ampere"}, "example.com": {"fast": True}},
+                         A100.capacity)
+    assert all(matches(e, ampere) for e in _nim_selectors(device))
+
+
+def test_the_gpu_workload_count_script(tmp_path: Path) -> None:
+    """scripts/gpu_workloads.py (the README's figures): a DRA claim, a KAI annotation, an extended resource, and a
+    CPU pod that is no GPU workload."""
+    kai = ("apiVersion: v1\nkind: Pod\nmetadata: {name: kai, annotations: {gpu-fraction: '0.5'}}\n"
+           "spec: {containers: [{name: c, image: 'nvidia/cuda:13.0.2-base-ubi8'}]}\n")
+    plain = ("apiVersion: v1\nkind: Pod\nmetadata: {name: plain}\n"
+             "spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}\n")
+    cpu = "apiVersion: v1\nkind: Pod\nmetadata: {name: cpu}\nspec: {containers: [{name: c, image: busybox}]}\n"
+    (tmp_path / "dra.yaml").write_text(TEMPLATE + "---\n" + VLLM)
+    (tmp_path / "pods.yaml").write_text(kai + "---\n" + plain + "---\n" + cpu)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_workloads.py"), str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path}:", "  objects with a pod spec: 4", "  GPU workloads: 3", "    through DRA claim: 1",
+        "    through KAI annotation: 1", "    through extended resource: 1",
+        f"  not a GPU workload: {tmp_path / 'pods.yaml'}: Pod cpu"]

@@ -219,7 +219,8 @@ class EvaluationCache:
         reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
         reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
         data = dumps(reduced)
-        if b'"resourceClaims"' in data:  # DRA: the claims and templates a pod names are looked up in its namespace
+        # DRA: the claims and templates a pod (or a NIMService) names are looked up in its namespace
+        if b'"resourceClaims"' in data or b'"draResources"' in data:
             data += dumps(meta.get("namespace"))
         return hashlib.blake2b(data, digest_size=16).digest()
 

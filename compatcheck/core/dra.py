@@ -378,28 +378,95 @@ class PodClaims:
     notes: tuple[tuple[str, str], ...]  # (pointer, message): what could not be checked
 
 
+def has_claims(spec: JsonObject) -> bool:
+    """Whether a pod spec names DRA claims: ``resourceClaims``, or a NIMService's ``draResources``."""
+    return "resourceClaims" in spec or "draResources" in spec
+
+
+def _nim_selectors(device: JsonObject) -> tuple[str, ...]:
+    """The CEL the NIM Operator writes for a ``claimCreationSpec`` device (``GetDRADeviceCELExpressions`` in
+    internal/shared/resourceclaims.go and ``BuildExpr`` in internal/k8sutil/cel/cel.go of NVIDIA/k8s-nim-operator):
+    the driver, then its CEL expressions, or one expression per attribute and capacity selector."""
+    driver = text(device.get("driverName")) or NVIDIA_DRIVER
+    out = [f"device.driver == {_go_quote(driver)}"]
+    if sequence(device.get("celExpressions")):
+        return (*out, *(str(e) for e in sequence(device.get("celExpressions")) if isinstance(e, str)))
+    ops = {"Equal": "==", "NotEqual": "!=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
+           "LessThanOrEqual": "<="}
+    for field_name, table in (("attributeSelectors", "attributes"), ("capacitySelectors", "capacity")):
+        for sel in sequence(device.get(field_name)):
+            sel = mapping(sel)
+            key = text(sel.get("key"))
+            op = ops.get(text(sel.get("op")) or "Equal")
+            if key is None or op is None:
+                continue
+            domain, name = _qualified(key, driver)
+            attr = f"device.{table}[{_go_quote(domain)}].{name}"
+            value = sel.get("value")
+            if table == "capacity":
+                out.append(f"({attr}).compareTo(quantity({_go_quote(str(value))})) {op} 0")
+                continue
+            v = mapping(value)
+            if isinstance(v.get("boolValue"), bool) and op in ("==", "!="):
+                out.append(f"{attr} {op} {'true' if v['boolValue'] else 'false'}")
+            elif isinstance(v.get("intValue"), int):
+                out.append(f"{attr} {op} {v['intValue']}")
+            elif isinstance(v.get("stringValue"), str) and op in ("==", "!="):
+                out.append(f"{attr} {op} {_go_quote(v['stringValue'])}")
+            elif isinstance(v.get("versionValue"), str):
+                out.append(f"({attr}).compareTo(semver({_go_quote(v['versionValue'])})) {op} 0")
+    return tuple(out)
+
+
+def _go_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _nim_claim_spec(creation: JsonObject) -> JsonObject:
+    """The ResourceClaimSpec the NIM Operator generates from a ``claimCreationSpec``."""
+    return {"devices": {"requests": [
+        {"name": text(mapping(d).get("name")) or f"device{i}", "exactly": {
+            "deviceClassName": text(mapping(d).get("deviceClassName")) or NVIDIA_DRIVER,
+            "count": mapping(d).get("count", 1),
+            "selectors": [{"cel": {"expression": e}} for e in _nim_selectors(mapping(d))]}}
+        for i, d in enumerate(sequence(creation.get("devices")))]}}
+
+
+def _claim_entries(spec: JsonObject, pointer: str) -> Iterator[tuple[str, str, JsonObject]]:
+    """(pod claim name, pointer, entry) of ``resourceClaims`` and, for a NIMService, ``draResources`` (named as
+    compatcheck's flat NIMService container refers to them)."""
+    for i, entry in enumerate(sequence(spec.get("resourceClaims"))):
+        entry = mapping(entry)
+        name = text(entry.get("name"))
+        if name is not None:
+            yield name, f"{pointer}/resourceClaims/{i}", entry
+    for i, entry in enumerate(sequence(spec.get("draResources"))):
+        yield f"draResources[{i}]", f"{pointer}/draResources/{i}", mapping(entry)
+
+
 def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: DraIndex,
                extra_classes: dict[str, DeviceClassInfo] | None = None) -> PodClaims:
     """Resolve ``spec.resourceClaims`` (a PodSpec at ``pointer``) against ``index``."""
     requests: list[PodRequest] = []
     by_claim: dict[str, tuple[PodRequest, ...]] = {}
     notes: list[tuple[str, str]] = []
-    for i, entry in enumerate(sequence(spec.get("resourceClaims"))):
-        entry = mapping(entry)
-        claim_name = text(entry.get("name"))
-        if claim_name is None:
-            continue
-        ptr = f"{pointer}/resourceClaims/{i}"
+    for claim_name, ptr, entry in _claim_entries(spec, pointer):
         template_name = text(entry.get("resourceClaimTemplateName"))
         direct_name = text(entry.get("resourceClaimName"))
+        creation = entry.get("claimCreationSpec")
+        obj: JsonObject | None
         if template_name is not None:
             kind, ref_name, obj = "ResourceClaimTemplate", template_name, index.template(namespace, template_name)
         elif direct_name is not None:
             kind, ref_name, obj = "ResourceClaim", direct_name, index.claim(namespace, direct_name)
+        elif isinstance(creation, dict):  # NIM Operator: the template it generates
+            kind, ref_name = "the ResourceClaimTemplate of", claim_name
+            obj = {"kind": "ResourceClaimTemplate", "spec": {"spec": _nim_claim_spec(creation)}}
         else:
             continue
-        where = f"{kind} {namespace + '/' if namespace else ''}{ref_name}"
+        where = f"{kind} {namespace + '/' if namespace and obj is not None and creation is None else ''}{ref_name}"
         if obj is None:
+            where = f"{kind} {namespace + '/' if namespace else ''}{ref_name}"
             missing = "does not exist (yet)" if index.authoritative else "is not in the input"
             notes.append((ptr, f"{where} (claim {claim_name!r}) {missing}: the devices it requests were not checked"))
             continue

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from compatcheck.core.jsonutil import Json, JsonObject, mapping, text
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence, text
 from compatcheck.core.model import ObjectRef
 from compatcheck.core.pointers import escape_token, split_pointer
 
@@ -334,6 +334,12 @@ def _flat_container(spec: JsonObject, pointer: str, flat: FlatContainer) -> Cont
         if isinstance(spec.get(key), list):
             data[key] = spec[key]
     resources = mapping(spec.get(flat.resources))
+    claims: list[Json] = []
+    for i, entry in enumerate(sequence(spec.get("draResources"))):
+        only = [r for r in sequence(mapping(entry).get("requests")) if isinstance(r, str)]
+        claims.extend([{"name": f"draResources[{i}]", "request": r} for r in only] or [{"name": f"draResources[{i}]"}])
+    if claims:  # NIM: every DRA resource is the model container's (as compatcheck.core.dra names them)
+        resources = {**resources, "claims": claims}
     if flat.gpu_count is not None:
         count, name = resources.get(flat.gpu_count[0]), text(resources.get(flat.gpu_count[1])) or "nvidia.com/gpu"
         if count is not None:

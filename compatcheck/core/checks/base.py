@@ -50,6 +50,7 @@ from compatcheck.core.dra import (
     PodRequest,
     ResolvedAlternative,
     container_claim_requests,
+    has_claims,
     pinned_points,
     pod_claims,
 )
@@ -251,7 +252,7 @@ class PodAnalysis:
     def gpu_containers(self) -> list[tuple[ContainerTarget, JsonObject]]:
         """Containers that ask for a GPU: an extended GPU resource, or a DRA claim for an NVIDIA GPU."""
         out = []
-        claims = self.dra if "resourceClaims" in self.pod.spec else None
+        claims = self.dra if has_claims(self.pod.spec) else None
         for c in self.pod.containers:
             req = container_gpu_requests(c)
             if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in req.values()) or (
@@ -353,7 +354,7 @@ class PodAnalysis:
         """The NVIDIA GPU requests of the claims the pod's containers use, and (with an inventory) the extended
         resources it asks for that a DeviceClass maps to DRA devices (``extendedResourceName``)."""
         out: list[PodRequest] = []
-        if "resourceClaims" in self.pod.spec:
+        if has_claims(self.pod.spec):
             used = {id(r): r for c in self.pod.containers for r in container_claim_requests(c.data, self.dra)}
             out.extend(r for r in used.values() if r.nvidia_gpu)
         out.extend(self.dra_mapped.values())
@@ -465,7 +466,7 @@ class PodAnalysis:
     def dra_notes(self) -> list[tuple[str, str]]:
         """What could not be checked (a claim or template not in the input, a selector compatcheck cannot
         evaluate): notes, never silence."""
-        if "resourceClaims" not in self.pod.spec and not self.dra_mapped:
+        if not has_claims(self.pod.spec) and not self.dra_mapped:
             return []
         notes = list(self.dra.notes)
         for r, outcome in self.dra_outcomes:
