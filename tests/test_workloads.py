@@ -150,3 +150,21 @@ def test_kai_sharing_annotations_are_a_gpu_request(annotations: dict[str, str], 
         "metadata": {"annotations": annotations}, "spec": pod["spec"]}}}
     got = [(c.name, c.implied_pointer) for t in pod_targets(deploy) for c in t.containers if c.implied_gpu]
     assert got == ([] if expected is None else [(expected[0], "/spec/template" + expected[1])])
+
+
+def test_docs_say_which_fields_each_kind_of_the_table_reads() -> None:
+    """docs/workloads.md has a row for every (group, kind) of the table: "Kind, Kind (group, group) | fields"."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "workloads.md").read_text()
+    documented = set()
+    for line in text.splitlines():
+        if not line.startswith("| ") or line.startswith("| Kind") or line.startswith("|---"):
+            continue
+        cell = line.split("|")[1].strip()
+        kinds, _, groups = cell.partition(" (")
+        for kind in kinds.split(", "):
+            for group in groups.rstrip(")").split(", "):
+                documented.add(("" if group == "core" else group, kind))
+    table = {(g, wk.kind) for wk in WORKLOAD_KINDS for g in wk.groups}
+    assert table - documented == set()
