@@ -199,6 +199,11 @@ def test_rbac_is_least_privilege(helm: str) -> None:
     dra = [r for r in cluster_rules if "resource.k8s.io" in r["apiGroups"]]
     assert dra == [{"apiGroups": ["resource.k8s.io"], "verbs": ["get", "list", "watch"],
                     "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"]}]
+    kserve = [r for r in cluster_rules if "serving.kserve.io" in r["apiGroups"]]
+    assert kserve == [{"apiGroups": ["serving.kserve.io"], "verbs": ["get", "list", "watch"],
+                       "resources": ["servingruntimes", "clusterservingruntimes"]}]
+    assert not any("serving.kserve.io" in r["apiGroups"] for o in by_kind(
+        template(helm, "--set", "clusterView.servingRuntimes=false"), "ClusterRole") for r in o["rules"])
     off = template(helm, "--set", "clusterView.dra=false")
     assert not any("resource.k8s.io" in r["apiGroups"] for o in by_kind(off, "ClusterRole") for r in o["rules"])
     (cfg,) = by_kind(off, "ValidatingWebhookConfiguration")

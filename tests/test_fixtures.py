@@ -25,6 +25,7 @@ from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
+from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Applicability, Finding
 from compatcheck.core.patches import apply_fixes
 from compatcheck.io.loader import Loaded, load_nodes
@@ -48,7 +49,8 @@ def _objects(path: Path) -> list[dict]:
 
 def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, Any]]) -> EvalContext:
     """The case's context: its nodes file, the CRLs beside it, and (as lint does) the DRA objects of the case
-    file itself (DeviceClasses, ResourceClaims and templates that its pods' claims resolve to)."""
+    file itself (DeviceClasses, ResourceClaims and templates that its pods' claims resolve to) and its KServe
+    ServingRuntimes."""
     nodes = rule_dir / f"nodes.{case}.yaml"
     if not nodes.exists():
         nodes = rule_dir / "nodes.yaml"
@@ -60,7 +62,8 @@ def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, 
     if (rule_dir / "crl.yaml").exists():
         crl, invalid = build_index(_objects(rule_dir / "crl.yaml"))
         assert not invalid, invalid
-    return EvalContext(loaded.kb, cluster, crl, dra=build_dra_index(o for o in objects if is_dra(o)))
+    return EvalContext(loaded.kb, cluster, crl, dra=build_dra_index(o for o in objects if is_dra(o)),
+                       serving_runtimes=build_runtime_index(objects))
 
 
 @pytest.mark.parametrize(("rule_id", "kind", "case", "path"),

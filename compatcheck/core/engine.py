@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
 from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
@@ -34,6 +35,7 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared."""
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj)
+    resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}

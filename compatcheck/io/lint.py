@@ -15,6 +15,7 @@ from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
+from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import object_ref
@@ -86,9 +87,11 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
     # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
-    dra = build_dra_index(obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)
-                          if is_dra(obj))
-    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra)
+    objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
+    dra = build_dra_index(obj for obj in objects if is_dra(obj))
+    # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
+    runtimes = build_runtime_index(objects)
+    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes)
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,

@@ -3,7 +3,8 @@ immutable snapshot.
 
 ``StaticView`` reads files once. ``LiveView`` lists and watches Nodes, the CRL ConfigMaps in kube-public and, where
 the API server serves ``resource.k8s.io/v1``, ResourceSlices, DeviceClasses, ResourceClaimTemplates and
-ResourceClaims, with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping,
+ResourceClaims, and where KServe is installed its ServingRuntimes and ClusterServingRuntimes, with the real
+``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping,
 re-lists on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
 snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
 blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied. A Node label
@@ -28,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from compatcheck.core.checks.base import EvalContext
@@ -44,6 +46,7 @@ from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.dra import DraIndex, build_inventory
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.knowledge import KnowledgeBase
+from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import split_pointer
 from compatcheck.io.loader import crl_index, load_crl_objects, load_nodes
@@ -75,8 +78,12 @@ class Snapshot:
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
            synced: bool = True, nodes_version: str = "", node_problems: int = 0,
-           dra: DraIndex | None = None) -> Snapshot:
-        ctx = EvalContext(kb, cluster, index) if dra is None else EvalContext(kb, cluster, index, dra=dra)
+           dra: DraIndex | None = None, runtimes: RuntimeIndex | None = None) -> Snapshot:
+        ctx = EvalContext(kb, cluster, index)
+        if dra is not None:
+            ctx.dra = dra
+        if runtimes is not None:
+            ctx.serving_runtimes = runtimes
         return cls(ctx, synced, cluster.node_count if cluster else 0,
                    len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
                    nodes_version, node_problems)
@@ -245,15 +252,17 @@ def _key(obj: dict[str, Any]) -> str | None:
     return f"{meta['namespace']}/{name}" if meta.get("namespace") else str(name)
 
 
-def _slim_dra(obj: dict[str, Any]) -> dict[str, Any]:
+def _slim_spec(obj: dict[str, Any]) -> dict[str, Any]:
     """What compatcheck reads of a DRA object: kind, name, namespace and spec (no managedFields, no status)."""
     meta = obj.get("metadata") or {}
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
             "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec") or {}}
 
 
-# An optional resource (the DRA API) that the API server does not serve (404) or that the chart gave no right to
-# read (403): the view goes on without it and looks again this often.
+KSERVE_GROUP, KSERVE_VERSION = "serving.kserve.io", "v1alpha1"
+
+# An optional resource (the DRA API, KServe's runtimes) that the API server does not serve (404) or that the chart
+# gave no right to read (403): the view goes on without it and looks again this often.
 ABSENT_RETRY = 60.0
 
 
@@ -451,7 +460,7 @@ class LiveView:
     """Nodes, CRL ConfigMaps and the DRA objects from the API server, kept current by watches."""
 
     def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
-                 dra: bool = True) -> None:
+                 dra: bool = True, serving_runtimes: bool = True) -> None:
         from kubernetes import client
 
         self.kb = kb
@@ -477,12 +486,20 @@ class LiveView:
         self.dra_watches: tuple[_Watcher, ...] = ()
         if dra:  # resource.k8s.io/v1 (Kubernetes >= 1.34): where it is not served, the view goes on without it
             res = client.ResourceV1Api(api_client)
-            self.dra_watches = tuple(_Watcher(name, lister, {}, _slim_dra, self._dirty.set, restart(name), self._stop,
+            self.dra_watches = tuple(_Watcher(name, lister, {}, _slim_spec, self._dirty.set, restart(name), self._stop,
                                               optional=True) for name, lister in (
                 ("resourceslices", res.list_resource_slice), ("deviceclasses", res.list_device_class),
                 ("resourceclaimtemplates", res.list_resource_claim_template_for_all_namespaces),
                 ("resourceclaims", res.list_resource_claim_for_all_namespaces)))
             self._watchers += self.dra_watches
+        self.runtime_watches: tuple[_Watcher, ...] = ()
+        if serving_runtimes:  # KServe (where installed): what InferenceServices that name a model format run on
+            custom = client.CustomObjectsApi(api_client)
+            self.runtime_watches = tuple(_Watcher(plural, partial(custom.list_cluster_custom_object, KSERVE_GROUP,
+                                                                  KSERVE_VERSION, plural), {}, _slim_spec,
+                                                  self._dirty.set, restart(plural), self._stop, optional=True)
+                                         for plural in ("servingruntimes", "clusterservingruntimes"))
+            self._watchers += self.runtime_watches
         self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
         if metrics is not None:
             metrics.view_stale_seconds.set_function(self._stale_seconds)
@@ -515,8 +532,10 @@ class LiveView:
                 objects = [o for w in self.dra_watches for o in w.values()[1]]
                 cluster.dra = build_inventory(o for o in objects if o.get("kind") in ("ResourceSlice", "DeviceClass"))
                 dra = build_dra_index(objects, authoritative=True)
+            runtimes = build_runtime_index([o for w in self.runtime_watches for o in w.values()[1]])
             unreadable = self.node_problems.update(cluster)
-            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra)
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra,
+                                        runtimes)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 

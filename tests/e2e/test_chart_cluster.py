@@ -366,12 +366,13 @@ class TestSecretMode:
     ``config.webhook.mode=warn``. First in the module: its install is gone before the next one starts."""
 
     def test_the_live_view_is_all_it_may_do(self, kapi: KubeAPIServer, secret_chart: Install) -> None:
-        """The chart's RBAC in this mode: read Nodes and the DRA objects, read ConfigMaps in kube-public; no Secret,
-        no webhook configuration (the caBundle is yours), nothing else. The webhook lists them as that
-        ServiceAccount."""
+        """The chart's RBAC in this mode: read Nodes, the DRA objects and KServe's runtimes, read ConfigMaps in
+        kube-public; no Secret, no webhook configuration (the caBundle is yours), nothing else. The webhook lists
+        them as that ServiceAccount."""
         read = ("get", "list", "watch")
         cluster = {("nodes", (), read), *((f"{r}.resource.k8s.io", (), read) for r in (
-            "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"))}
+            "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")),
+                   *((f"{r}.serving.kserve.io", (), read) for r in ("servingruntimes", "clusterservingruntimes"))}
         assert can_i_list(kapi, secret_chart.service_account, "default") == cluster
         assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == cluster
         assert can_i_list(kapi, secret_chart.service_account, "kube-public") == {
@@ -496,13 +497,14 @@ def test_an_upgrade_keeps_the_patched_ca_bundle(kapi: KubeAPIServer, chart: Inst
 
 
 def test_rbac_is_exactly_enough(kapi: KubeAPIServer, chart: Install) -> None:
-    """What the webhook just did as its ServiceAccount (list and watch Nodes, the DRA objects and the kube-public
-    CRL ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may do: no Secret
-    but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
+    """What the webhook just did as its ServiceAccount (list and watch Nodes, the DRA objects, KServe's runtimes and
+    the kube-public CRL ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may
+    do: no Secret but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
     read = ("get", "list", "watch")
     nodes = ("nodes", (), read)
     own = [(f"{r}.resource.k8s.io", (), read) for r in (
         "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")]
+    own += [(f"{r}.serving.kserve.io", (), read) for r in ("servingruntimes", "clusterservingruntimes")]
     own += [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
             for kind in ("mutating", "validating")]
     assert can_i_list(kapi, chart.service_account, "default") == {nodes, *own}
@@ -723,10 +725,10 @@ def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, c
 # applied here with --dry-run=server through the chart's own webhook configurations. Not applied: the
 # extensions/v1beta1 ones (no API server serves that group any more) and the InferenceGraph (no pod spec, not
 # routed). Custom resources get a CRD each, with an open schema: the API server then matches them against the
-# chart's rules (scope included: ClusterServingRuntime is cluster-scoped) as it would in a cluster running the
-# operator.
+# chart's rules (scope included: ClusterServingRuntime and ClusterTrainingRuntime are cluster-scoped) as it would
+# in a cluster running the operator.
 BUILTIN_GROUPS = ("", "apps", "batch")
-CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime"}
+CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime", "ClusterTrainingRuntime"}
 
 
 def workload_manifests(*, builtin: bool) -> list[Any]:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.conftest import Webhook, create_node, namespace, wait_until
+from tests.e2e.conftest import Webhook, create_node, gpu_node, namespace, wait_until
 from tests.e2e.kapi import KubeAPIServer
 
 NV = "gpu.nvidia.com"
@@ -117,3 +117,54 @@ def test_dra_claims_are_checked_against_the_live_resource_slices(kapi: KubeAPISe
     res.delete_resource_slice(f"{node}-{NV}")
     res.create_resource_slice(a100)
     wait_until(lambda: apply(kapi, ns, vllm("vllm", "one-gpu", pool))[0] == 0, 10, what="the A100 slices seen")
+
+
+def crd(group: str, version: str, kind: str, scope: str = "Namespaced") -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope, "names": {"kind": kind, "plural": plural,
+                                                                "singular": kind.lower(), "listKind": kind + "List"},
+                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_an_inference_service_naming_a_model_format_runs_the_live_serving_runtime(
+        own_kapi: KubeAPIServer, webhooks: Callable[..., Webhook]) -> None:
+    """KServe's CRDs (open schemas) on a real API server of its own: the webhook watches the ClusterServingRuntimes,
+    and an InferenceService that names only the model format is checked with the runtime's image."""
+    kapi = own_kapi
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        crd("serving.kserve.io", "v1alpha1", "ServingRuntime"),
+        crd("serving.kserve.io", "v1alpha1", "ClusterServingRuntime", "Cluster"),
+        crd("serving.kserve.io", "v1beta1", "InferenceService")]}))
+    kapi.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/servingruntimes.serving.kserve.io",
+                 "crd/clusterservingruntimes.serving.kserve.io", "crd/inferenceservices.serving.kserve.io")
+    api = kapi.client()
+    create_node(api, gpu_node("t4-ks-0", labels={"pool": "ks"}))  # R560 (CUDA 12.6)
+    wh = webhooks(kapi).start()
+    wh.register("ks", mutate=False, extra_rules=[
+        {"apiGroups": ["serving.kserve.io"], "apiVersions": ["v1beta1"], "resources": ["inferenceservices"]}])
+    ns = namespace(api, "ks")
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "llama"},
+            "spec": {"predictor": {"nodeSelector": {"pool": "ks"}, "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+                "model": {"modelFormat": {"name": "vllm"}, "storageUri": "hf://meta-llama/meta-llama-3-8b-instruct",
+                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}}}}
+    # No runtime yet: the predictor's own container has no image, so nothing pins what runs.
+    rc, out = apply(kapi, ns, isvc)
+    assert rc == 0, out
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime", "metadata": {"name": "vllm"},
+        "spec": {"supportedModelFormats": [{"name": "vllm", "autoSelect": True}], "containers": [
+            {"name": "kserve-container", "image": "nvidia/cuda:13.0.0-base-ubuntu24.04", "args": ["--port=8080"]}]}}))
+
+    def denied() -> str:
+        rc, out = apply(kapi, ns, isvc)
+        return out if rc != 0 else ""
+
+    out = wait_until(denied, 10, what="the view to hold the ClusterServingRuntime")
+    line = ("- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver "
+            "from branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on t4-ks-0; the image's forward "
+            "compatibility lists driver branches 535, 550, 565, 570, 575 only")
+    assert f"compatcheck denied InferenceService {ns}/llama:\n{line[:199]}…\n" in out, out  # cut at 200

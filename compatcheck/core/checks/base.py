@@ -57,6 +57,7 @@ from compatcheck.core.dra import (
 from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
+from compatcheck.core.kserve import EMPTY_RUNTIMES, RuntimeIndex
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
@@ -107,6 +108,8 @@ class EvalContext:
                                                                                  repr=False)
     # DeviceClasses, ResourceClaims and ResourceClaimTemplates (files linted together, or the live view).
     dra: DraIndex = field(default_factory=lambda: EMPTY_INDEX)
+    # KServe ServingRuntimes and ClusterServingRuntimes (files linted together): what a model format runs on.
+    serving_runtimes: RuntimeIndex = field(default_factory=lambda: EMPTY_RUNTIMES)
     # What DRA selectors pin without an inventory, by selectors; the facts of DRA device label sets.
     dra_memo: dict[tuple[str, ...], tuple[list[NodeClass], bool]] = field(default_factory=dict, repr=False)
     dra_facts: dict[tuple[tuple[str, str], ...], NodeFacts] = field(default_factory=dict, repr=False)
