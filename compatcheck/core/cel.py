@@ -417,3 +417,8 @@ def compile_selector(expression: str) -> Selector:
     if isinstance(found, CelError):
         raise found
     return found
+
+
+def warm() -> None:
+    """Load the CEL parser (~0.5 s, once per process), so that the first selector a request needs does not pay it."""
+    compile_selector("device.driver == ''")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from compatcheck.core.cel import warm as warm_cel
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import (
     Cluster,
@@ -43,7 +44,7 @@ from compatcheck.core.cluster import (
     node_record,
 )
 from compatcheck.core.crl import CrlIndex, build_index
-from compatcheck.core.dra import DraIndex, build_inventory
+from compatcheck.core.dra import DraIndex, Inventory, build_inventory
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
@@ -492,6 +493,7 @@ class LiveView:
                 ("resourceclaimtemplates", res.list_resource_claim_template_for_all_namespaces),
                 ("resourceclaims", res.list_resource_claim_for_all_namespaces)))
             self._watchers += self.dra_watches
+        self._dra_cache: tuple[tuple[str, ...], Inventory, DraIndex] | None = None
         self.runtime_watches: tuple[_Watcher, ...] = ()
         if serving_runtimes:  # KServe (where installed): what InferenceServices that name a model format run on
             custom = client.CustomObjectsApi(api_client)
@@ -529,15 +531,26 @@ class LiveView:
                           name=(obj.get("metadata") or {}).get("name"), error=why[0].message)
             dra = None
             if self.dra_watches and not any(w.absent for w in self.dra_watches):
-                objects = [o for w in self.dra_watches for o in w.values()[1]]
-                cluster.dra = build_inventory(o for o in objects if o.get("kind") in ("ResourceSlice", "DeviceClass"))
-                dra = build_dra_index(objects, authoritative=True)
+                cluster.dra, dra = self._dra()
             runtimes = build_runtime_index([o for w in self.runtime_watches for o in w.values()[1]])
             unreadable = self.node_problems.update(cluster)
             self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra,
                                         runtimes)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
+
+    def _dra(self) -> tuple[Inventory, DraIndex]:
+        """The DRA inventory and index, rebuilt only when a DRA watch has moved: Nodes change far more often (GFD
+        relabels every node each minute) than ResourceSlices, and an inventory of 16,000 devices takes ~1 s to
+        build. Its allocator keeps what each tuple of selectors makes of the devices, for the pods of every
+        snapshot until then."""
+        taken = [w.values() for w in self.dra_watches]
+        versions = tuple(v for v, _objects in taken)
+        if self._dra_cache is None or self._dra_cache[0] != versions:
+            objects = [o for _v, objs in taken for o in objs]
+            inventory = build_inventory(o for o in objects if o.get("kind") in ("ResourceSlice", "DeviceClass"))
+            self._dra_cache = (versions, inventory, build_dra_index(objects, authoritative=True))
+        return self._dra_cache[1], self._dra_cache[2]
 
     def health(self) -> ViewHealth:
         stale = [w for w in self._watchers if w.stale_since is not None]
@@ -553,6 +566,8 @@ class LiveView:
         for w in self._watchers:
             w.start()
         self._publisher.start()
+        if self.dra_watches:  # the CEL parser loads in the background, not in the first DRA pod's request
+            threading.Thread(target=warm_cel, name="cel-warm", daemon=True).start()
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

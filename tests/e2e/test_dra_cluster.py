@@ -168,3 +168,34 @@ def test_an_inference_service_naming_a_model_format_runs_the_live_serving_runtim
             "from branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on t4-ks-0; the image's forward "
             "compatibility lists driver branches 535, 550, 565, 570, 575 only")
     assert f"compatcheck denied InferenceService {ns}/llama:\n{line[:199]}…\n" in out, out  # cut at 200
+
+
+def test_the_dra_inventory_is_rebuilt_only_when_a_dra_object_changes(kapi: KubeAPIServer) -> None:
+    """Nodes churn (GFD relabels them every minute); ResourceSlices rarely do. A Node event gives a new snapshot
+    with the same inventory (and its allocator's cached selector results); a new ResourceSlice, a new one."""
+    from kubernetes import client
+
+    from compatcheck.io.loader import load_rules
+    from compatcheck.webhook.clusterview import LiveView
+    from compatcheck.webhook.metrics import Metrics
+
+    api = kapi.client()
+    tag = uuid.uuid4().hex[:6]
+    view = LiveView(load_rules().kb, api, Metrics(), debounce=0.01)
+    view.start()
+    try:
+        assert view.wait_synced(15)
+        first = view.snapshot
+        assert first.ctx.cluster is not None and first.ctx.cluster.dra is not None
+        inventory = first.ctx.cluster.dra
+        create_node(api, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"churn-{tag}"}})
+        wait_until(lambda: view.snapshot is not first and any(
+            m.name == f"churn-{tag}" for c in view.snapshot.ctx.cluster.classes for m in c.members), 10,  # type: ignore[union-attr]
+            what="the new Node in the view")
+        assert view.snapshot.ctx.cluster.dra is inventory  # type: ignore[union-attr]
+        client.ResourceV1Api(api).create_resource_slice(t4_slice(f"churn-{tag}", gpus=1))
+        wait_until(lambda: any(d.node == f"churn-{tag}" for d in view.snapshot.ctx.cluster.dra.devices), 10,  # type: ignore[union-attr]
+                   what="the new ResourceSlice in the view")
+        assert view.snapshot.ctx.cluster.dra is not inventory  # type: ignore[union-attr]
+    finally:
+        view.stop()

@@ -426,26 +426,31 @@ class PodAnalysis:
         cluster = self.ctx.cluster
         assert cluster is not None
         admitted = self._admitted_nodes if cluster.node_count else {}
-        groups: dict[tuple[tuple[str, str], ...], NodeClass] = {}
+        groups: dict[tuple[tuple[str, str], ...], tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
+            keys: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}  # device labels -> class key
             for d in outcome.devices:
                 if not d.labels:
                     continue
-                labels = dict(d.labels)
-                if request.sharing:
-                    labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
-                key = tuple(sorted(labels.items()))
-                cls = groups.get(key)
+                key = keys.get(d.labels)
+                if key is None:
+                    labels = dict(d.labels)
+                    if request.sharing:
+                        labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
+                    key = keys[d.labels] = tuple(sorted(labels.items()))
+                found = groups.get(key)
                 host = admitted.get(d.node or "")
-                if cls is None:
+                if found is None:
                     facts = self.ctx.dra_facts.get(key)
                     if facts is None:
-                        facts = self.ctx.dra_facts[key] = node_facts(labels, {}, self.ctx.kb)
-                    cls = groups[key] = NodeClass(labels, host[0].taints if host else (), facts)
-                record = host[1] if host else NodeRecord(d.where(), (), (), (), (), ())
-                if all(m.name != record.name for m in cls.members):
-                    cls.members.append(record)
-        return list(groups.values())
+                        facts = self.ctx.dra_facts[key] = node_facts(dict(key), {}, self.ctx.kb)
+                    found = groups[key] = (NodeClass(dict(key), host[0].taints if host else (), facts), set())
+                cls, names = found
+                where = host[1].name if host else d.where()
+                if where not in names:
+                    names.add(where)
+                    cls.members.append(host[1] if host else NodeRecord(where, (), (), (), (), ()))
+        return [cls for cls, _names in groups.values()]
 
     @once
     def dra_pins(self) -> list[tuple[NodeClass, PodRequest]]:
