@@ -163,10 +163,14 @@ def _warnings(findings: list[Finding], problems: list[str]) -> list[str]:
 
 
 def _is_owned_pod(obj: JsonObject) -> bool:
-    if obj.get("kind") != "Pod":
+    """A Pod with a controller owner, or a ResourceClaim the resourceclaim controller made for a Pod from its
+    template: their owner (the template) was admitted already."""
+    kind = obj.get("kind")
+    if kind not in ("Pod", "ResourceClaim"):
         return False
     refs = mapping(obj.get("metadata")).get("ownerReferences")
-    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True for r in refs)
+    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True and (
+        kind == "Pod" or r.get("kind") == "Pod") for r in refs)
 
 
 def _opted_out(obj: JsonObject) -> bool:

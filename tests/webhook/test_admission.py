@@ -415,3 +415,25 @@ def test_evaluation_cache_keys_a_pod_with_claims_by_its_namespace(loaded: Loaded
         denied.append((answer["response"]["allowed"], decision.denied_rules))
     assert denied == [(False, ["dtype-unsupported-by-gpu"]), (True, []), (False, ["dtype-unsupported-by-gpu"])]
     assert (cache.hits, cache.misses) == (1, 2)
+
+
+def test_a_resource_claim_made_for_a_pod_from_its_template_is_only_warned_about(loaded: Loaded) -> None:
+    """The resourceclaim controller creates a ResourceClaim per Pod from the template (owner: the Pod); the template
+    was reviewed, so by default the generated claim is not denied (its findings are warnings), as owned Pods."""
+    from compatcheck.core.dra import build_inventory
+
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+        "name": "p-gpu-x7k2p", "namespace": "ml", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+    cluster, errors = load_nodes(str(ROOT / "examples" / "cluster-profile.yaml"), loaded.kb, 1 << 24)
+    assert cluster is not None and not errors
+    cluster.dra = build_inventory([])  # the cluster publishes no device
+    ctx = EvalContext(loaded.kb, cluster, CrlIndex())
+    owned, decision = review(request(claim), "validate", loaded.ruleset, ctx, AdmissionSettings())
+    assert owned["response"]["allowed"] is True and decision.findings[0].rule_id == "dra-request-unsatisfiable"
+    assert owned["response"]["warnings"][0].startswith("dra-request-unsatisfiable: request 'gpu': no device of the")
+    mine = copy.deepcopy(claim)
+    del mine["metadata"]["ownerReferences"]
+    denied, _ = review(request(mine), "validate", loaded.ruleset, ctx, AdmissionSettings())
+    assert denied["response"]["allowed"] is False
