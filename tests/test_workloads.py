@@ -114,11 +114,19 @@ def test_a_trainjob_trainer_and_a_vllmruntime_deployment_config() -> None:
     assert c.data == {"name": "trainer", "image": "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
                       "command": ["torchrun"], "resources": {"limits": {"nvidia.com/gpu": 4}}}
     runtime = {"apiVersion": "production-stack.vllm.ai/v1alpha1", "kind": "VLLMRuntime", "metadata": {"name": "v"},
-               "spec": {"deploymentConfig": {"image": {"registry": "docker.io", "name": "vllm/vllm-openai:v0.9.2"},
+               "spec": {"model": {"modelURL": "Qwen/Qwen3-8B", "dtype": "bfloat16"},
+                        "vllmConfig": {"tensorParallelSize": 2, "extraArgs": ["--enforce-eager"]},
+                        "deploymentConfig": {"image": {"registry": "docker.io", "name": "vllm/vllm-openai:v0.9.2"},
                                              "resources": {"cpu": "4", "gpu": "2", "gpuType": "nvidia.com/gpu"}}}}
     (c,) = pod_targets(runtime)[0].containers
     assert c.data == {"name": "vllm", "image": "docker.io/vllm/vllm-openai:v0.9.2",
-                      "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+                      "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                      "args": ["Qwen/Qwen3-8B", "--dtype", "bfloat16", "--tensor-parallel-size", "2",
+                               "--enforce-eager"]}
+    # the arguments the operator builds point at the fields they come from
+    assert [c.pointer_at("args", i) for i in range(6)] == [
+        "/spec/model/modelURL", "/spec/model/dtype", "/spec/model/dtype", "/spec/vllmConfig/tensorParallelSize",
+        "/spec/vllmConfig/tensorParallelSize", "/spec/vllmConfig/extraArgs/0"]
 
 
 def test_dynamo_v1alpha1_counts_the_service_gpus_for_its_main_container() -> None:

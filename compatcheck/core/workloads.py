@@ -39,7 +39,12 @@ class FlatContainer:
     image_parts: tuple[str, ...] = ()  # () : ``image`` is a string
     image_sep: str = ":"
     resources: str = "resources"
-    gpu_count: tuple[str, str] | None = None  # (count field, resource-name field) of a non-Kubernetes resources
+    gpu_count: tuple[str, str] | None = None  # (count field of a non-Kubernetes resources, the resource it counts)
+    # Command-line flags the operator builds from its fields, in its order: (flag, or "" for a positional argument;
+    # pointer relative to the location, ".." up), then a field of extra args as written. Findings on them point at
+    # those fields.
+    flags: tuple[tuple[str, str], ...] = ()
+    extra_args: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,10 +140,14 @@ WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
                  _t("/spec/template/spec/replicatedJobs/*/template/spec/template")),
     WorkloadKind(("trainer.kubeflow.org",), "TrainJob", (
         PodLocation("/spec/trainer", "flat", flat=FlatContainer("trainer", resources="resourcesPerNode")),)),
-    # vLLM production-stack: deploymentConfig {image {registry, name}, resources {gpu, gpuType}}.
+    # vLLM production-stack: deploymentConfig {image {registry, name}, resources {gpu}} and the vLLM arguments the
+    # operator builds (deploymentForVLLMRuntime in operator/internal/controller/vllmruntime_controller.go).
     WorkloadKind(("production-stack.vllm.ai",), "VLLMRuntime", (
         PodLocation("/spec/deploymentConfig", "flat", flat=FlatContainer(
-            "vllm", ("registry", "name"), "/", gpu_count=("gpu", "gpuType"))),)),
+            "vllm", ("registry", "name"), "/", gpu_count=("gpu", "nvidia.com/gpu"), flags=(
+                ("", "../model/modelURL"), ("--max-model-len", "../model/maxModelLen"),
+                ("--dtype", "../model/dtype"), ("--tensor-parallel-size", "../vllmConfig/tensorParallelSize")),
+            extra_args="../vllmConfig/extraArgs")),)),
 )
 
 _BY_KEY: dict[tuple[str, str], WorkloadKind] = {}
@@ -190,6 +199,12 @@ class ContainerTarget:
     # resources), and where.
     implied_gpu: dict[str, Json] = field(default_factory=dict)
     implied_pointer: str = ""
+    # Where an element of a ``flat`` container's synthesised command or args really is ("args/1" -> pointer).
+    field_pointers: dict[str, str] = field(default_factory=dict)
+
+    def pointer_at(self, key: str, index: int) -> str:
+        """The pointer of ``key[index]`` (``args``, ``command``) in the object."""
+        return self.field_pointers.get(f"{key}/{index}") or f"{self.pointer}/{key}/{index}"
 
 
 @dataclass
@@ -266,7 +281,7 @@ def pod_targets(obj: JsonObject) -> list[PodTarget]:
             if not isinstance(spec, dict):
                 continue
             if loc.flat is not None:
-                containers = [_flat_container(spec, spec_pointer, loc.flat)]
+                containers = [_flat_container(obj, spec, spec_pointer, loc.flat)]
             else:
                 containers = _containers(spec, spec_pointer, loc.single_containers)
             if loc.gpu_field is not None:
@@ -320,9 +335,10 @@ def _at(obj: Json, pointer: str) -> Json:
     return node
 
 
-def _flat_container(spec: JsonObject, pointer: str, flat: FlatContainer) -> ContainerTarget:
+def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatContainer) -> ContainerTarget:
     """The container an operator's flat spec describes, as Kubernetes would write it."""
     data: JsonObject = {"name": flat.name}
+    where: dict[str, str] = {}
     image = spec.get("image")
     if flat.image_parts:
         parts = mapping(image)
@@ -341,12 +357,28 @@ def _flat_container(spec: JsonObject, pointer: str, flat: FlatContainer) -> Cont
     if claims:  # NIM: every DRA resource is the model container's (as compatcheck.core.dra names them)
         resources = {**resources, "claims": claims}
     if flat.gpu_count is not None:
-        count, name = resources.get(flat.gpu_count[0]), text(resources.get(flat.gpu_count[1])) or "nvidia.com/gpu"
+        count = resources.get(flat.gpu_count[0])
         if count is not None:
-            data["resources"] = {"limits": {name: count}}
+            data["resources"] = {"limits": {flat.gpu_count[1]: count}}
     elif resources:
         data["resources"] = resources
-    return ContainerTarget(flat.name, pointer, data, False, "")
+    args: list[Json] = list(sequence(data.get("args")))
+    for flag, rel in flat.flags:
+        at = _relative(pointer, rel)
+        value = _at(obj, at)
+        if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value) and value != 0:
+            words = [flag, str(value)] if flag else [str(value)]
+            for word in words:
+                where[f"args/{len(args)}"] = at
+                args.append(word)
+    if flat.extra_args is not None:
+        at = _relative(pointer, flat.extra_args)
+        for i, extra in enumerate(sequence(_at(obj, at))):
+            where[f"args/{len(args)}"] = f"{at}/{i}"
+            args.append(extra)
+    if args:
+        data["args"] = args
+    return ContainerTarget(flat.name, pointer, data, False, "", field_pointers=where)
 
 
 def _containers(spec: JsonObject, spec_pointer: str, singles: tuple[str, ...]) -> list[ContainerTarget]:

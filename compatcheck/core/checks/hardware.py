@@ -232,7 +232,7 @@ def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]) -
                 feature = mapping.get(value.lower(), "" if src.framework_feature else None)
                 if feature is not None and idx < len(offsets):
                     key, i = offsets[idx]
-                    yield _Requested(feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature),
+                    yield _Requested(feature, c.pointer_at(key, i), f"{flag} {value}", fixes.get(feature),
                                      f"{src.framework_feature}:{value.lower()}" if src.framework_feature else None)
         elif src.env is not None:
             found = env_value(c, src.env)
