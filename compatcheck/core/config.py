@@ -82,6 +82,7 @@ class Config:
     params: dict[str, JsonObject] = field(default_factory=dict)
     rule_dirs: tuple[str, ...] = ()
     nodes: str | None = None
+    admission_plugins: frozenset[str] = frozenset()  # see compatcheck.core.cluster.ADMISSION_PLUGINS
     crl: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
     exemptions: tuple[Exemption, ...] = ()

@@ -83,7 +83,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    return parsed, EvalContext(loaded.kb, cluster, index)
+    return parsed, EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,

@@ -269,6 +269,8 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     if not nodes:
         return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
     cluster = build_cluster(nodes, kb)
+    cluster.admission_plugins = frozenset(p for doc in docs if isinstance(doc, dict) and doc.get("kind") ==
+                                          "ClusterProfile" for p in doc.get("admissionPlugins") or ())
     return cluster, _node_warnings(cluster, nodes, sources, lines)
 
 
