@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from compatcheck.cli.common import err
+from compatcheck.cli.common import err, suggestion
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, rules
 from compatcheck.report import ruledocs
 
@@ -65,7 +65,7 @@ def explain_command(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for rid in ids:
         if rid not in loaded.ruleset.rules:
-            err(f"no such rule: {rid!r} (see compatcheck rules list)")
+            err(f"no such rule: {rid!r}{suggestion(rid, loaded.ruleset.rules) or ' (see compatcheck rules list)'}")
             status = EXIT_ERROR
             continue
         sys.stdout.write(ruledocs.explain(loaded.ruleset.get(rid)))
