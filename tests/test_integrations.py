@@ -328,3 +328,37 @@ def test_kustomize_renders_with_kubectl(tmp_path: Path) -> None:
     assert finding["rule"] == "dtype-unsupported-by-gpu" and finding["file"] == f"{overlay} (kustomize)"
     broken = cc("lint", "--kustomize", str(tmp_path / "other"), env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert broken.returncode == 2 and "kubectl kustomize failed (exit 3)" in broken.stderr
+
+
+def test_sarif_names_files_relative_to_the_repository_root(tmp_path: Path) -> None:
+    """Run from a subdirectory of a repository: every in-repo file is repo-relative under %SRCROOT% (what code
+    scanning resolves against its checkout), never a file:// URI; a file outside the repository keeps one."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(shared("reference/sarif-schema-2.1.0.json").read_text())
+    repo = tmp_path / "my repo"
+    (repo / "deploy" / "serving").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    shutil.copy(VLLM, repo / "deploy" / "serving" / "vllm.yaml")
+    (repo / "deploy" / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x\n")
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(VLLM, outside)
+    proc = cc("lint", "serving", "broken.yaml", str(outside), "--nodes", str(PROFILE), "--format", "sarif",
+              cwd=repo / "deploy")
+    assert proc.returncode == 2, proc.stderr
+    sarif = json.loads(proc.stdout)
+    jsonschema.Draft7Validator(schema).validate(sarif)
+    run = sarif["runs"][0]
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": (repo.as_uri() + "/")}}
+    located = {(r["ruleId"], json.dumps(r["locations"][0]["physicalLocation"]["artifactLocation"], sort_keys=True))
+               for r in run["results"]}
+    assert {("dtype-unsupported-by-gpu", json.dumps({"uri": "deploy/serving/vllm.yaml", "uriBaseId": "%SRCROOT%"},
+                                                    sort_keys=True)),
+            ("dtype-unsupported-by-gpu", json.dumps({"uri": outside.as_uri()}))} <= located
+    (note,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert note["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "deploy/broken.yaml",
+                                                                           "uriBaseId": "%SRCROOT%"}
+    in_repo = [loc for r in run["results"] for loc in r["locations"]
+               if not loc["physicalLocation"]["artifactLocation"]["uri"].endswith("outside.yaml")]
+    assert in_repo and all(loc["physicalLocation"]["artifactLocation"]["uriBaseId"] == "%SRCROOT%" and
+                           not loc["physicalLocation"]["artifactLocation"]["uri"].startswith("file:")
+                           for loc in in_repo)

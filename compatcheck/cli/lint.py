@@ -16,6 +16,7 @@ from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
 from compatcheck.io.lint import LintedObject, LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from compatcheck.io.repo import repository_root
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
 from compatcheck.report.model import LintReport
@@ -111,6 +112,7 @@ def lint_command(args: argparse.Namespace) -> int:
     report = run_lint(args.paths, loaded, options, texts=texts)
     _require_input(args, report, texts)
     report.docs_url = config.docs_url
+    report.source_root = repository_root() or os.getcwd()
     report.tool_version = __version__
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
