@@ -310,6 +310,27 @@ def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
     assert "Passed" in good.stdout
     print(f"pre-commit hook on 1 file (environment cached): {elapsed:.2f} s")
 
+    # Only Kubernetes manifests: values files and CI/tool YAML are not even passed to the hook, so a values file
+    # with a duplicate key (an input error, exit 2, if it were linted) or a pipeline makes no noise.
+    noise = {"values.yaml": "resources:\n  limits: {nvidia.com/gpu: 1}\nresources:\n  requests: {cpu: 2}\n",
+             "charts/app/values-prod.yaml": "gpus: 2\ngpus: 3\n",
+             ".github/workflows/ci.yml": "on: [push]\non: [pull_request]\njobs: {}\n",
+             ".gitlab-ci.yml": "lint:\n  script: [compatcheck lint deploy/]\nlint:\n  script: []\n",
+             "docker-compose.yml": "services: {}\nservices: {}\n"}
+    for name, text in noise.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    assert cc("lint", *noise, cwd=repo).returncode == 2  # what the hook would say if it were given them
+    quiet = hook(*noise)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "(no files to check)Skipped" in quiet.stdout
+    mixed = hook(*noise, "good.yaml")
+    assert mixed.returncode == 0 and "Passed" in mixed.stdout, mixed.stdout + mixed.stderr
+    failing = hook(*noise, "bad.yaml")
+    assert failing.returncode == 1
+    assert "bad.yaml" in failing.stdout and not any(name in failing.stdout for name in noise)
+
 
 def test_kustomize_renders_with_kubectl(tmp_path: Path) -> None:
     """--kustomize runs `kubectl kustomize DIR` and lints what it prints. kubectl is not installed here, so a
