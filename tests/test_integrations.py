@@ -321,7 +321,6 @@ def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     subprocess.run(["git", "add", "."], cwd=repo, check=True)
-    assert cc("lint", *noise, cwd=repo).returncode == 2  # what the hook would say if it were given them
     quiet = hook(*noise)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert "(no files to check)Skipped" in quiet.stdout
