@@ -4,6 +4,7 @@ config keys (with the file and line); an empty input set is an error; ``fix --di
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,25 @@ def test_empty_input_set_is_an_error(tmp_path: Path) -> None:
     # A file that is there but holds no Kubernetes object is input: linted (and skipped quietly), exit 0.
     (tmp_path / "empty" / "values.yaml").write_text("replicas: 1\n")
     assert run("lint", "empty", cwd=tmp_path).returncode == 0
+
+
+def test_rule_docs_show_a_failing_and_a_passing_fixture_per_rule() -> None:
+    """docs/rules.md (drift-checked in tests/test_cli.py) shows, for every built-in rule, its first failing fixture
+    with what compatcheck says about it and its first passing fixture, copied from fixtures/<rule-id>/."""
+    root = Path(__file__).parent.parent
+    docs = (root / "docs" / "rules.md").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in docs.split("\n## ")[1:]}
+    rule_ids = sorted(p.stem for p in (root / "rules").glob("*.yaml"))
+    assert sorted(sections) == rule_ids
+    for rule_id in rule_ids:
+        fixtures = root / "fixtures" / rule_id
+        fail = min(p.name for p in fixtures.glob("fail.*.yaml"))
+        good = min(p.name for p in fixtures.glob("pass.*.yaml"))
+        section = sections[rule_id]
+        assert f"Fails (`fixtures/{rule_id}/{fail}`" in section, rule_id
+        assert f"Passes (`fixtures/{rule_id}/{good}`" in section, rule_id
+        body = (fixtures / good).read_text().replace("# yaml-language-server", "")
+        assert body.strip().splitlines()[-1] in section
+        golden = (fixtures / fail.replace(".yaml", ".findings.json")).read_text()
+        first = json.loads(golden)[0]["message"]
+        assert f"> {first}" in section, rule_id
