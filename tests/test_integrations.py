@@ -261,6 +261,69 @@ def test_helm_chart_findings_point_at_templates(helm_path: str) -> None:
     assert cc("lint", "-", stdin=piped.stdout).returncode == 1
 
 
+SERVING = "fixtures/_charts/serving"
+
+
+def test_helm_findings_map_to_the_template_line_that_wrote_the_field(helm_path: str) -> None:
+    """The template's structure is walked along the finding's pointer: the server's --dtype line, not the warm-up
+    init container's identical-looking one (text matching picked the first); items behind {{- if }} and
+    {{- range }} matched by content; a value written by toYaml maps to that action; one template rendering several
+    objects (a range, helm sorting a Service first) maps each into its own document."""
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", SERVING, "--release", "demo", "--set", "dtype=bfloat16", "--set", "debug=true",
+              "--set", "extraArgs={--max-model-len=4096}", "--set", "resources.limits.nvidia\\.com/gpu=0.5",
+              "--set", "workers.dtype=bfloat16", "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    found = [(f["rule"], f["object"]["name"], f["file"], f["line"], f["column"])
+             for f in json.loads(proc.stdout)["findings"]]
+    deployment, workers = f"{SERVING}/templates/deployment.yaml", f"{SERVING}/templates/workers.yaml"
+    lines = (ROOT / deployment).read_text().splitlines()
+    assert lines[37] == "            - --dtype={{ .Values.dtype }}"
+    assert lines[39] == "            {{- toYaml .Values.resources | nindent 12 }}"
+    assert found == [
+        ("dtype-unsupported-by-gpu", "demo-server", deployment, 38, 15),
+        ("extended-resource-invalid", "demo-server", deployment, 40, 13),
+        ("dtype-unsupported-by-gpu", "demo-worker-a", workers, 19, 11),
+        ("dtype-unsupported-by-gpu", "demo-worker-b", workers, 19, 11)]
+
+
+@pytest.mark.parametrize(("pointer", "line"), [
+    ("/spec/template/spec/initContainers/0/args/1", 26),  # the warm-up's --dtype, same text as the server's
+    ("/spec/template/spec/containers/0/args/0", 32),  # behind {{- if .Values.debug }}
+    ("/spec/template/spec/containers/0/args/1", 35),  # from {{- range .Values.extraArgs }}
+    ("/spec/template/spec/containers/0/args/3", 38),
+    ("/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu", 40),  # written by toYaml
+    ("/spec/template/spec/nodeSelector/nvidia.com~1gpu.product", 19),  # inside {{- with }}
+    ("/spec/template/metadata/labels/app.kubernetes.io~1name", 15),  # written by an include
+    ("/spec/template/spec/containers/0/image", 29),
+    ("/spec/template/spec/containers/0/resources", 39),
+    ("/metadata/name", 5),
+])
+def test_template_walker_follows_the_pointer_through_the_template(helm_path: str, pointer: str, line: int) -> None:
+    from compatcheck.core.jsonutil import JsonObject
+    from compatcheck.io.templatemap import TemplateWalker
+
+    proc = subprocess.run([f"{helm_path}/helm", "template", "demo", SERVING, "--set", "debug=true", "--set",
+                           "extraArgs={--max-model-len=4096}", "--show-only", "templates/deployment.yaml"],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    obj: JsonObject = json.loads(json.dumps(__import__("ruamel.yaml").yaml.YAML(typ="safe").load(proc.stdout)))
+    lines = (ROOT / SERVING / "templates" / "deployment.yaml").read_text().splitlines()
+    assert TemplateWalker.of(lines, obj).line(pointer, obj) == line
+
+
+def test_helm_errors_are_shown_whole(helm_path: str) -> None:
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", SERVING, "--set", "dtype=bf16", "--set", "warmup.dtype=fp8", env=env)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    lines = proc.stderr.splitlines()
+    assert lines[:3] == ["compatcheck: error: helm template failed (exit 1):",
+                         "Error: values don't meet the specifications of the schema(s) in the following chart(s):",
+                         "serving:"]
+    assert sorted(lines[3:]) == [  # helm lists the violations in no fixed order
+        "- at '/dtype': value must be one of 'auto', 'half', 'float16', 'bfloat16', 'float32'",
+        "- at '/warmup/dtype': value must be one of 'auto', 'half', 'float16', 'bfloat16', 'float32'"]
+
+
 def test_missing_tools_are_clear_errors() -> None:
     env = {"PATH": "/nonexistent"}
     helm = cc("lint", "--helm-chart", "fixtures/_charts/gpu-app", env=env)
