@@ -17,7 +17,7 @@ from compatcheck.cli.common import Parser, err, print_diagnostics
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
 
 # What the webhook extra brings: a webhook command run without it says what to install.
-WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
+WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch"}
 Handler = Callable[[argparse.Namespace], int]
 
 
