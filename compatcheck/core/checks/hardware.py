@@ -201,9 +201,8 @@ def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement:
     if old.startswith(flag + "="):
         return Fix(f"use {flag}={replacement}", Applicability.UNSAFE,
                    (PatchOp("replace", pointer, f"{flag}={replacement}"),))
-    if old == flag and i + 1 < len(items):
-        return Fix(f"use {flag} {replacement}", Applicability.UNSAFE,
-                   (PatchOp("replace", f"{c.pointer}/{key}/{i + 1}", replacement),))
+    if i > 0 and str(items[i - 1]) == flag:  # "--flag value" in two items: the pointer is at the value
+        return Fix(f"use {flag} {replacement}", Applicability.UNSAFE, (PatchOp("replace", pointer, replacement),))
     if flag in old:  # inside a shell string
         new = re.sub(re.escape(flag) + r"([= ])\S+", lambda m: f"{flag}{m.group(1)}{replacement}", old, count=1)
         return Fix(f"use {flag} {replacement}", Applicability.UNSAFE, (PatchOp("replace", pointer, new),))
