@@ -287,3 +287,23 @@ def test_admits_projected(spec: dict[str, Any], admitted: bool) -> None:
     (cls,) = build_cluster([node("n", {PRODUCT: "Tesla-T4"})], KB).classes
     cls.labels = {PRODUCT: "Tesla-T4"}
     assert admits_projected(spec, cls) is admitted
+
+
+@pytest.mark.parametrize(("object_annotations", "template_annotations", "runtime"), [
+    ({"compatcheck.io/cuda-runtime": "11.8"}, {}, CudaRuntime(
+        parse_cuda_version("11.8"), "annotation compatcheck.io/cuda-runtime", ANN)),
+    ({"compatcheck.io/cuda-runtime": "11.8"}, {"compatcheck.io/cuda-runtime": "12.2"}, CudaRuntime(
+        parse_cuda_version("12.2"), "annotation compatcheck.io/cuda-runtime", "/spec/template" + ANN)),
+    ({"compatcheck.io/cuda-runtime": "11.8"}, {"compatcheck.io/cuda-runtime.c": "x"}, CudaRuntime(
+        None, "annotation compatcheck.io/cuda-runtime.c", "/spec/template" + ANN + ".c",
+        f"CUDA version 'x' {NO_VERSION}")),
+])
+def test_a_runtime_annotation_is_located_where_it_is_written(object_annotations: dict[str, str],
+                                                             template_annotations: dict[str, str],
+                                                             runtime: CudaRuntime) -> None:
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "d", "annotations": object_annotations},
+                  "spec": {"template": {"metadata": {"annotations": template_annotations},
+                                        "spec": {"containers": [container()]}}}}
+    a = analysis(deployment)
+    assert a.runtime(a.pod.containers[0]) == runtime
