@@ -47,6 +47,13 @@ def test_gpu_arch_too_new(image: str, nodes: list[dict[str, Any]], expected: lis
     assert found("gpu-arch-too-new", pod(container(image=image)), nodes=nodes) == expected
 
 
+def test_every_container_and_gpu_is_looked_at() -> None:
+    obj = pod(container("unknown", image="busybox"), container("old", image="nvidia/cuda:11.4.0-base"))
+    nodes = [gpu_node("nocc"), gpu_node("volta", "V", "7.0"), H100]  # no compute capability; not in the table
+    assert [(c, m.split(":")[0]) for _p, c, m, _f in found("gpu-arch-too-new", obj, nodes=nodes)] == [
+        ("old", "image CUDA 11.4 (image nvidia/cuda")]
+
+
 @pytest.mark.parametrize(("image", "expected"), [
     ("nvidia/cuda:12.4.1-base", ["image CUDA 12.4 (image nvidia/cuda:12.4.1-base) no longer supports the GPU K "
                                  "(compute capability 3.5): Kepler support was removed in CUDA 12.0"]),
@@ -110,6 +117,14 @@ ARGS = "/spec/containers/0/args"
     (container(env={"A": "1", "DTYPE": " BFloat16 "}), [(
         "/spec/containers/0/env/1/value", "c", f"DTYPE= BFloat16  {NEEDS_BF16}",
         unsafe("set DTYPE=float16", "/spec/containers/0/env/1/value", "float16"))]),
+    (container(args=["--dtype=float4", "-q", "fp8"]), [
+        (f"{ARGS}/2", "c", "-q fp8 needs compute capability >= 8.9 (fp8); eligible GPUs: Tesla-T4 (compute capability "
+                           "7.5)", None)]),
+    (container(args=["--dtype", "bfloat16"]),
+     [(f"{ARGS}/1", "c", f"--dtype bfloat16 {NEEDS_BF16}", unsafe("use --dtype half", f"{ARGS}/1", "half"))]),
+    (container(command=["sh", "-c"], args=["a --dtype=bfloat16 && b --dtype=bfloat16"]),  # one occurrence per fix
+     [(f"{ARGS}/0", "c", f"--dtype bfloat16 {NEEDS_BF16}",
+       unsafe("use --dtype half", f"{ARGS}/0", "a --dtype=half && b --dtype=bfloat16"))] * 2),
     (container(env={"DTYPE": None}), []),
     (container(args=["--dtype=half"]), []),
 ])
@@ -178,6 +193,13 @@ def test_framework_minimums(c: dict[str, Any], expected: list[str]) -> None:
     assert frameworks(c) == expected
 
 
+def test_a_container_without_an_image_matches_no_image_pattern() -> None:
+    params = {"frameworks": [{"name": "Any image", "image": ".", "minComputeCapability": "8.0", "source": "s"}]}
+    assert found("framework-capability", pod(container(image=None)), params, nodes=[T4]) == []
+    assert found("framework-capability", pod(container(image="")), params, nodes=[T4]) == []
+    assert len(found("framework-capability", pod(container(image="x")), params, nodes=[T4])) == 1
+
+
 def test_framework_findings_point_at_the_image_and_need_known_gpus() -> None:
     assert found("framework-capability", pod(container(image="anyserver:1")), FRAMEWORKS, nodes=[T4]) == [
         (IMAGE, "c", f"Any server needs compute capability >= 8.0; {T4_ONLY}", None)]
@@ -234,7 +256,10 @@ MPS_PARAMS = {"minComputeCapability": "8.0"}
     ({}, [MPS_NODE, T4], [OLD_GPU, OLD_DRIVER]),
     ({}, [T4], []),  # no MPS node
     ({"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "mps"}}, [T4], []),  # pinned, but the nodes know better
-    ({"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "mps", PRODUCT: "Tesla-T4"}}, None, []),
+    ({"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "mps", PRODUCT: "Tesla-T4"}}, None, [OLD_GPU]),
+    ({"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "mps", PRODUCT: "NVIDIA-A100"}}, None, []),  # 8.0: enough
+    ({"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "time-slicing", PRODUCT: "Tesla-T4"}}, None, []),
+    ({"nodeSelector": {PRODUCT: "Tesla-T4"}}, None, []),
 ])
 def test_mps_nodes(spec: dict[str, Any], nodes: list[dict[str, Any]] | None, expected: list[str]) -> None:
     assert found("mps-requirements", pod(container(), **spec), MPS_PARAMS, nodes=nodes) == [
@@ -249,6 +274,11 @@ def test_mps_nodes_that_are_new_enough() -> None:
     unknown = gpu_node("unknown", **{"nvidia.com/gpu.sharing-strategy": "mps"})
     assert found("mps-requirements", pod(container()), MPS_PARAMS, nodes=[unknown]) == []
     assert found("mps-requirements", pod(container(gpus=0)), MPS_PARAMS, nodes=[MPS_NODE]) == []
+
+
+def test_mps_on_the_minimum_compute_capability_is_fine() -> None:
+    a100 = gpu_node("a", "NVIDIA-A100", **{"nvidia.com/gpu.sharing-strategy": "mps"})
+    assert found("mps-requirements", pod(container()), MPS_PARAMS, nodes=[a100]) == []
 
 
 def test_mps_drivers_are_listed_once_sorted() -> None:
@@ -289,6 +319,14 @@ def test_mig_with_a_cluster_view(nodes: list[dict[str, Any]], expected: list[str
     assert found("mig-profile", mig_pod(), nodes=nodes) == [(MIG, "c", m, None) for m in expected]
 
 
+def test_mig_with_a_cluster_view_checks_every_request_and_one_device_is_enough() -> None:
+    nodes = [mig_node("a", "A100-SXM4-40GB", {"1g.5gb": 1})]
+    assert messages("mig-profile", mig_pod(), nodes=nodes) == []
+    obj = pod(container(resources={"limits": {"nvidia.com/mig-2g.10gb": 1, "nvidia.com/mig-3g.20gb": 1}}))
+    assert [m.split(" is")[0] for m in messages("mig-profile", obj, nodes=nodes)] == [
+        "MIG profile 2g.10gb", "MIG profile 3g.20gb"]
+
+
 def test_mig_with_a_cluster_view_looks_where_the_pod_can_go() -> None:
     nodes = [mig_node("a", "A100-SXM4-40GB", {"1g.5gb": 7}, pool="a"), mig_node("b", "H100", {"1g.10gb": 7}, pool="b")]
     assert messages("mig-profile", mig_pod(nodeSelector={"pool": "b"}), nodes=nodes) == [
@@ -304,6 +342,9 @@ def test_mig_with_a_cluster_view_looks_where_the_pod_can_go() -> None:
         "nodeSelectorTerms": [{"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": [
             "H100", "A100-SXM4-40GB"]}]}]}}}}, []),  # one of the pinned GPUs offers it
     ("1g.5gb", {"nodeSelector": {PRODUCT: "H100"}}, ["MIG profile 1g.5gb is not offered by H100"]),
+    ("2g.20gb", {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": PRODUCT, "operator": "In", "values": [
+            "H100", "A100-SXM4-40GB"]}]}]}}}}, ["MIG profile 2g.20gb is not offered by A100-SXM4-40GB, H100"]),
     ("1g.10gb", {}, []),  # some GPU of the table offers it
     ("9g.99gb", {}, ["MIG profile 9g.99gb is offered by no GPU in the MIG table (known: 1g.10gb, 1g.5gb, 7g.40gb "
                      "...)"]),

@@ -342,10 +342,11 @@ def _mps(a: PodAnalysis, ctx: EvalContext, params: MpsParams) -> Iterator[Violat
                                 "e.g. 0=1G", f"{c.pointer}/env/{found[0]}/value", c.name)
     if not a.is_gpu_pod:
         return
-    mps = [f for f in a.scope if f.sharing_strategy == "mps"]
     sel = a.pod.spec.get("nodeSelector")
     pinned_mps = isinstance(sel, dict) and sel.get("nvidia.com/gpu.sharing-strategy") == "mps"
-    if not mps and not pinned_mps:
+    # Without --nodes the scope is the GPUs the pod pins, which say nothing of sharing: pinned to MPS, it shares them.
+    mps = [f for f in a.scope if pinned_mps or f.sharing_strategy == "mps"]
+    if not mps:
         return
     min_cc, min_cuda = params.min_compute_capability, params.min_driver_cuda
     old_gpu = [f for f in mps if f.compute_capability is not None and f.compute_capability < min_cc]
