@@ -16,7 +16,7 @@ from compatcheck.core.rules import Rule
 from compatcheck.core.workloads import pod_targets
 from tests.core.tables import make_kb
 
-KB = make_kb()
+KB = make_kb()  # for reading tables only (its caches may be filled by other tests): contexts take a new one
 
 
 def rule(check: str, params: dict[str, Any] | None = None, rule_id: str = "r") -> Rule:
@@ -61,17 +61,19 @@ def node(name: str, labels: dict[str, str] | None = None, allocatable: dict[str,
 
 
 def context(nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None,
-            kb: KnowledgeBase = KB) -> EvalContext:
+            kb: KnowledgeBase | None = None) -> EvalContext:
+    kb = kb or make_kb()
     return EvalContext(kb, build_cluster(nodes, kb) if nodes is not None else None, crl or CrlIndex())
 
 
 def run(check: str, obj: dict[str, Any], params: dict[str, Any] | None = None, *,
-        nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None, kb: KnowledgeBase = KB) -> EvalResult:
+        nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None,
+        kb: KnowledgeBase | None = None) -> EvalResult:
     return evaluate(obj, [rule(check, params)], context(nodes, crl, kb))
 
 
 def found(check: str, obj: dict[str, Any], params: dict[str, Any] | None = None, *,
-          nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None, kb: KnowledgeBase = KB
+          nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None, kb: KnowledgeBase | None = None
           ) -> list[tuple[str, str | None, str, Fix | None]]:
     """(pointer, container, message, fix) of each finding, and no problem."""
     result = run(check, obj, params, nodes=nodes, crl=crl, kb=kb)

@@ -11,13 +11,14 @@ TABLES: dict[str, list[dict[str, Any]]] = {
     "cuda-toolkits": [
         {"version": "12.4.1", "toolkitDriver": "550.54.15"}, {"version": "12.4.0", "toolkitDriver": "550.54.14"},
         {"version": "12.0.0", "toolkitDriver": "525.60.13"}, {"version": "11.4.0", "toolkitDriver": "470.42.01"},
+        {"version": "12.6.0", "toolkitDriver": "560.28.03"},
         {"version": "10.2", "toolkitDriver": "440.33"}],
     "cuda-majors": [{"major": 10, "mvcMinDriver": None}, {"major": 11, "mvcMinDriver": "450.80.02"},
                     {"major": 12, "mvcMinDriver": "525"}],
     # Admin rows come first and shadow the built-in row of the same branch (the second 470 row).
     "driver-branches": [{"branch": 550, "maxCuda": "12.4"}, {"branch": 440, "maxCuda": "10.2"},
-                        {"branch": 470, "maxCuda": "11.4"}, {"branch": 525, "maxCuda": "12.0"},
-                        {"branch": 470, "maxCuda": "11.9"}],
+                        {"branch": 470, "maxCuda": "11.4"}, {"branch": 470, "maxCuda": "11.9"},
+                        {"branch": 525, "maxCuda": "12.0"}],
     "gpu-products": [
         {"match": "^(NVIDIA-)?(Tesla-)?T4$", "product": "Tesla T4", "computeCapability": "7.5", "datacenter": True},
         {"match": "^(NVIDIA-)?A100", "product": "A100", "computeCapability": "8.0", "datacenter": True},
@@ -47,4 +48,6 @@ TABLES: dict[str, list[dict[str, Any]]] = {
 
 
 def make_kb() -> KnowledgeBase:
+    """A new one each time: a KnowledgeBase memoises verdicts and images, and mutmut forks its test runs from a
+    process that imported the tests, so a shared one would answer from caches filled before the mutant was on."""
     return KnowledgeBase.from_tables(TABLES)

@@ -523,6 +523,26 @@ def test_the_decision_log_line() -> None:
         "dryRun": False, "allowed": True, "rules": [], "denied": [], "patched": [], "error": "boom", "skipped": "why"}
 
 
+def test_config_severities_apply_with_and_without_the_cache() -> None:
+    milder = Config(severities={"r": Severity.WARNING})
+    for cache in (None, EvaluationCache()):
+        answer, _ = run([FAILING], pod(), cache=cache, config=milder)
+        assert answer == {"allowed": True, "warnings": ["r: bad"]}
+
+
+@pytest.mark.parametrize(("request_kind", "obj_kind", "kind"), [
+    ({"kind": "Deployment"}, None, "Deployment"), ({}, "Pod", "Pod"), ({}, None, "")])
+def test_the_decision_names_the_kind_of_the_request(request_kind: dict[str, Any], obj_kind: str | None,
+                                                    kind: str) -> None:
+    obj = pod()
+    if obj_kind is None:
+        del obj["kind"]
+    b = body(obj)
+    b["request"]["kind"] = request_kind
+    _answer, decision = run([], None, review_body=b)
+    assert decision.kind == kind
+
+
 def test_v1beta1_is_answered_in_kind() -> None:
     answer, decision = run([FAILING], None, review_body=body(pod(), api_version="admission.k8s.io/v1beta1"))
     assert answer["allowed"] is False and decision.dry_run is False

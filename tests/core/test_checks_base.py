@@ -53,6 +53,10 @@ def test_registry_errors_name_the_type() -> None:
         name = "named-thing"
 
     with pytest.raises(TypeError) as err:
+        checks.register(object())  # type: ignore[arg-type]
+    assert str(err.value) == "check type None: declare it as a PodCheck or an ObjectCheck"
+
+    with pytest.raises(TypeError) as err:
         checks.register(Named())  # type: ignore[arg-type]
     assert str(err.value) == "check type 'named-thing': declare it as a PodCheck or an ObjectCheck"
     with pytest.raises(TypeError) as err:
@@ -113,6 +117,8 @@ def test_command_line_is_command_then_args() -> None:
     (["a b", "-q", "fp8"], [(2, "-q", "fp8")]),  # a string without "--" is one token
     (["a --x", "-q=v"], [(1, "-q", "v")]),
     (["--dtypes=x", "-qq", "v"], []),
+    (["sh -c", "echo -q fp8"], []),  # a string is split only when it holds a "--" flag
+    (["--dtype=Xy", "--dtype", "yX"], [(0, "--dtype", "Xy"), (2, "--dtype", "yX")]),  # only quotes are stripped
 ])
 def test_flag_values(argv: list[str], found: list[tuple[int, str, str]]) -> None:
     assert list(flag_values(argv, ["--dtype", "-q"])) == found

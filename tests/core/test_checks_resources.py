@@ -18,7 +18,7 @@ RES = "/spec/containers/0/resources"
     ("nvidia.com/gpu", True), ("example.com/foo", True), ("cpu", False), ("memory", False), ("pods", False),
     ("storage", False), ("ephemeral-storage", False), ("hugepages-2Mi", False), ("requests.nvidia.com/gpu", False),
     ("limits.x/y", False), ("gpu", False), ("kubernetes.io/foo", False), ("node.kubernetes.io/foo", False),
-    ("notkubernetes.io/foo", True)])
+    ("notkubernetes.io/foo", True), ("kubernetes.io/a/b", False)])
 def test_is_extended_resource(name: str, extended: bool) -> None:
     assert is_extended_resource(name) is extended
 
@@ -62,6 +62,27 @@ def ext_ptr(section: str, name: str) -> str:
          Fix("set requests.example.com/a to the limit", Applicability.UNSAFE,
              (PatchOp("replace", ext_ptr("requests", "example.com/a"), "2"),)))]),
     ({"requests": {"example.com/a": 1000}, "limits": {"example.com/a": "1k"}}, []),
+    ({"limits": {"cpu": "x", "example.com/a": "0.5"}, "requests": {"memory": "1", "example.com/b": "x",
+                                                                  "example.com/c": 1, "example.com/a": "0.5"}}, [
+        (ext_ptr("limits", "example.com/a"), "c", "limits.example.com/a: 0.5 must be an integer (extended "
+                                                  "resources are whole numbers)", None),
+        (ext_ptr("requests", "example.com/b"), "c", "requests.example.com/b: 'x' is not a valid quantity", None),
+        (ext_ptr("requests", "example.com/a"), "c", "requests.example.com/a: 0.5 must be an integer (extended "
+                                                    "resources are whole numbers)", None),
+        (ext_ptr("requests", "example.com/b"), "c", "requests.example.com/b is set without a limit: the API server "
+                                                    "rejects it (Limit must be set for non overcommitable resources)",
+         Fix("set limits.example.com/b to the request", Applicability.SAFE,
+             (PatchOp("add", ext_ptr("limits", "example.com/b"), "x"),))),
+        (ext_ptr("requests", "example.com/c"), "c", "requests.example.com/c is set without a limit: the API server "
+                                                    "rejects it (Limit must be set for non overcommitable resources)",
+         Fix("set limits.example.com/c to the request", Applicability.SAFE,
+             (PatchOp("add", ext_ptr("limits", "example.com/c"), 1),)))]),
+    ({"requests": {"example.com/a": "x", "example.com/b": "2"}, "limits": {"example.com/a": "1", "example.com/b": 1}}, [
+        (ext_ptr("requests", "example.com/a"), "c", "requests.example.com/a: 'x' is not a valid quantity", None),
+        (ext_ptr("requests", "example.com/b"), "c", "requests.example.com/b 2 must be equal to example.com/b "
+                                                    "limit of 1 (extended resources cannot be overcommitted)",
+         Fix("set requests.example.com/b to the limit", Applicability.UNSAFE,
+             (PatchOp("replace", ext_ptr("requests", "example.com/b"), 1),)))]),
     ({"requests": "junk", "limits": ["x"]}, []),
     ("junk", []),
 ])
@@ -98,6 +119,7 @@ CORE = f"{RES}/limits/tencent.com~1vcuda-core"
     ({"tencent.com/vcuda-core": 50, "tencent.com/vcuda-memory": "x"}, [
         "tencent.com/vcuda-core 50 is a fraction of a GPU but tencent.com/vcuda-memory is not set: shared mode needs "
         "both (1 unit of tencent.com/vcuda-memory = 256 MiB)"]),
+    ({"tencent.com/vcuda-core": 50, "tencent.com/vcuda-memory": 1}, []),
     ({"tencent.com/vcuda-core": "0.5"}, []),  # not an integer: extended-resource-invalid says so
     ({"tencent.com/vcuda-memory": 4}, []),
 ])

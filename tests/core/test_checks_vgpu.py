@@ -167,6 +167,12 @@ def test_env_required(c: dict[str, Any], params: dict[str, Any], expected: list[
 def test_env_required_checks_every_matching_container() -> None:
     nameless = vgpu("n", image="busybox", command=["python", "-m", "paddle"])
     del nameless["image"]
-    obj = pod(vgpu("a", image="busybox"), vgpu("b", image="paddle:1", env={"FLAGS": "naive"}),
-              vgpu("d", image="paddle"), nameless)
+    obj = pod(container("gpu", image="paddle"), vgpu("a", image="busybox"),
+              vgpu("b", image="paddle:1", env={"FLAGS": "naive"}), vgpu("d", image="paddle"), nameless)
     assert [c for _p, c, _m, _f in found("env-required", obj, ENV_PARAMS)] == ["d", "n"]
+
+
+def test_a_container_without_an_image_matches_no_image_pattern() -> None:
+    imageless = vgpu()
+    del imageless["image"]
+    assert found("env-required", pod(imageless), {**ENV_PARAMS, "imagePattern": "."}) == []

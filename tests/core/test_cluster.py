@@ -84,36 +84,36 @@ def test_a_pool_becomes_exactly_these_nodes(pool: dict[str, Any], expected: list
     assert nodes_of(pool) == (expected, [])
 
 
-def problem(pool: int, field: str, message: str) -> Diagnostic:
+def problem(pool: int, field: str, message: str) -> Diagnostic:  # the pools are [the one tested, a good one]
     pointer = f"/nodePools/{pool}/{field}"
     return Diagnostic("", f"{pointer}: {message}", pointer=pointer, severity=Severity.ERROR, kind="nodes")
 
 
 @pytest.mark.parametrize(("pool", "errors", "names"), [
-    ({"name": "a", "gpu": "Mystery"}, [problem(1, "gpu", "GPU 'Mystery' is not in the gpu-products table; add "
+    ({"name": "a", "gpu": "Mystery"}, [problem(0, "gpu", "GPU 'Mystery' is not in the gpu-products table; add "
                                                          "computeCapability")], ["a-0"]),
     ({"name": "a", "computeCapability": "8.x", "driver": "550.54.15", "driverCuda": "x"},
-     [problem(1, "computeCapability", "compute capability '8.x' is not a version number (expected digits and "
+     [problem(0, "computeCapability", "compute capability '8.x' is not a version number (expected digits and "
                                       "dots, e.g. 12.4)")], ["a-0"]),
     ({"name": "a", "driver": "5", "driverCuda": "12.2"},
-     [problem(1, "driver", "driver version '5' is out of range (expected a branch such as 535.104.05)")], ["a-0"]),
-    ({"name": "a", "driverCuda": "100.1"}, [problem(1, "driverCuda", "CUDA version '100.1' is out of range")],
+     [problem(0, "driver", "driver version '5' is out of range (expected a branch such as 535.104.05)")], ["a-0"]),
+    ({"name": "a", "driverCuda": "100.1"}, [problem(0, "driverCuda", "CUDA version '100.1' is out of range")],
      ["a-0"]),
-    ({"name": "a", "sharing": "time-slicing"}, [problem(1, "sharing", "time-slicing needs replicas >= 2")], []),
-    ({"name": "a", "sharing": "mps", "replicas": 1}, [problem(1, "replicas", "mps needs replicas >= 2")], []),
+    ({"name": "a", "sharing": "time-slicing"}, [problem(0, "sharing", "time-slicing needs replicas >= 2")], []),
+    ({"name": "a", "sharing": "mps", "replicas": 1}, [problem(0, "replicas", "mps needs replicas >= 2")], []),
     ({"name": "a", "sharing": "mig-mixed"},
-     [problem(1, "sharing", "mig-mixed needs migProfiles with positive counts, e.g. {1g.10gb: 7}")], []),
+     [problem(0, "sharing", "mig-mixed needs migProfiles with positive counts, e.g. {1g.10gb: 7}")], []),
     ({"name": "a", "sharing": "mig-single", "migProfiles": {}},
-     [problem(1, "migProfiles", "mig-single needs migProfiles with positive counts, e.g. {1g.10gb: 7}")], []),
+     [problem(0, "migProfiles", "mig-single needs migProfiles with positive counts, e.g. {1g.10gb: 7}")], []),
     ({"name": "a", "vgpu": {"type": "hami", "baselineCuda": "twelve"}},
-     [problem(1, "vgpu/baselineCuda", "CUDA version 'twelve' is not a version number (expected digits and dots, "
+     [problem(0, "vgpu/baselineCuda", "CUDA version 'twelve' is not a version number (expected digits and dots, "
                                       "e.g. 12.4)")], ["a-0"]),
 ])
 def test_what_a_schema_cannot_see_is_a_located_problem(pool: dict[str, Any], errors: list[Diagnostic],
                                                        names: list[str]) -> None:
-    nodes, got = nodes_of({"name": "ok", "gpu": "Tesla-T4"}, pool)
+    nodes, got = nodes_of(pool, {"name": "ok", "gpu": "Tesla-T4"})
     assert got == errors
-    assert [n["metadata"]["name"] for n in nodes] == ["ok-0", *names]
+    assert [n["metadata"]["name"] for n in nodes] == [*names, "ok-0"]
 
 
 def test_a_problem_does_not_stop_the_next_fields() -> None:
@@ -181,6 +181,8 @@ def label_problem(key: str, message: str) -> Diagnostic:
         "nvidia.com/cuda.runtime-version.major", "'x' is not a whole number")]),
     ({"nvidia.com/cuda.runtime.major": "100"}, {}, [label_problem(
         "nvidia.com/cuda.runtime.major", "CUDA version '100.0' is out of range")]),
+    ({"nvidia.com/cuda.runtime-version.major": "12", "nvidia.com/cuda.runtime-version.minor": "x"}, {}, [
+        label_problem("nvidia.com/cuda.runtime-version.minor", "'x' is not a whole number")]),
     ({"nvidia.com/gpu.compute.major": "0", "nvidia.com/gpu.compute.minor": "y"}, {}, [
         label_problem("nvidia.com/gpu.compute.minor", "'y' is not a whole number"),
         label_problem("nvidia.com/gpu.compute.major", "compute capability '0.0' is not of the form MAJOR.MINOR")]),
@@ -234,6 +236,7 @@ def test_a_node_record_reads_labels_taints_and_gpu_allocatable() -> None:
     assert (rec.name, rec.rule_labels, rec.label_keys, rec.label_values) == (
         "n1", ((PRODUCT, "Tesla-T4"),), ("a", "b"), ("1", "2"))
     assert rec.taints == (Taint("k", "v", "NoSchedule"), Taint("nv", "", ""))
+    assert node_record({"spec": {"taints": [{"effect": "NoSchedule"}]}}).taints == (Taint("", "", "NoSchedule"),)
     assert rec.gpu_allocatable == (("nvidia.com/gpu", "2"),)
     assert (rec.label("a"), rec.label("b"), rec.label("0"), rec.label("c"), rec.label(PRODUCT)) == (
         "1", "2", None, None, None)
@@ -365,3 +368,35 @@ def test_placement_matches_a_class_by_its_members() -> None:
     assert placement_matches({"nodeSelector": {"rack": "r2"}}, cls)
     assert not placement_matches({"nodeSelector": {"rack": "r3"}}, cls)
     assert placement_matches({"nodeSelector": {PRODUCT: "Tesla-T4"}}, cls)
+
+
+def test_at_most_16_placement_indexes_least_recently_used_out() -> None:
+    cluster = build_cluster(pool(3, **{f"k{i}": (lambda n, i=i: f"{i}-{n}") for i in range(18)}), KB)
+    for i in range(17):
+        cluster.placement({"nodeSelector": {f"k{i}": "x"}})
+    index = cluster._node_index()
+    assert index.indexed_keys() == [f"k{i}" for i in range(1, 17)]
+    cluster.placement({"nodeSelector": {"k5": "x"}})
+    cluster.placement({"nodeSelector": {"k17": "x"}})
+    assert index.indexed_keys() == [f"k{i}" for i in (2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 5, 17)]
+
+
+@pytest.mark.parametrize(("name", "gpu"), [
+    ("nvidia.com/gpu", True), ("nvidia.com/mig-1g.5gb", True), ("tencent.com/vcuda-core", True),
+    ("volcano.sh/vgpu-number", True), ("volcano.sh/gpu-memory", True), ("alpha.kubernetes.io/nvidia-gpu", True),
+    ("amd.com/gpu", False), ("tencent.com/other", False), ("cpu", False)])
+def test_is_gpu_resource(name: str, gpu: bool) -> None:
+    from compatcheck.core.cluster import is_gpu_resource
+
+    assert is_gpu_resource(name) is gpu
+
+
+@pytest.mark.parametrize("spec", [
+    {"nodeSelector": ["junk"]}, {"nodeName": ""}, {"nodeName": 5},
+    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": "junk"}}}},
+    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": {
+        "matchExpressions": []}}}}}])
+def test_placement_fields_of_the_wrong_type_place_nowhere_in_particular(spec: dict[str, Any]) -> None:
+    cluster = build_cluster(pool(2, rack=lambda i: f"r{i}"), KB)
+    assert cluster.placement(spec) == cluster.classes and cluster.placed_node_count(spec) == 2
+    assert placement_matches(spec, cluster.classes[0])

@@ -150,3 +150,18 @@ def test_rules_meet_the_pods_they_concern(gpus: tuple[int, ...], online: bool, r
     evaluate(job(*gpus), rules, EvalContext(KB, cluster))
     assert [h for h in hit if h != "any-pod"] == ran
     assert hit.count("any-pod") == 1  # a rule that is not gpu_only meets every pod
+
+
+def test_object_rules_get_the_context_and_report_input_problems() -> None:
+    ctx = EvalContext(KB)
+    seen: list[Any] = []
+
+    def check(t: ObjectTarget, c: EvalContext, params: Any) -> Iterable[Outcome]:
+        seen.append(c)
+        return [InputProblem("bad", "/metadata"), InputProblem("bad", "/metadata")]
+
+    obj_rule = Rule("o", "s", Severity.INFO, ObjectCheck(name="o", description="d", params_schema=NO_PARAMS_SCHEMA,
+                                                         prepare=no_params, evaluate=check), {}, "w", "h", (), "t")
+    result = evaluate(job(1), [obj_rule, rule("p", lambda a: [InputProblem("bad", "/metadata")])], ctx)
+    assert seen == [ctx]
+    assert [(p.rule_id, p.pointer) for p in result.problems] == [("o", "/metadata")]  # once, for the first rule

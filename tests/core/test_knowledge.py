@@ -29,9 +29,9 @@ def drv(text: str) -> Any:
     return parse_driver_version(text)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def kb() -> KnowledgeBase:
-    return KnowledgeBase.from_tables(TABLES)  # a fresh one: these tests look at its caches
+    return KnowledgeBase.from_tables(TABLES)  # one per test: see tests/core/tables.make_kb
 
 
 def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
@@ -45,6 +45,10 @@ def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
     assert kb.features == {"bf16": parse_compute_capability("8.0"), "fp8": parse_compute_capability("8.9")}
     assert [p.datacenter for p in kb.products] == [True, True, False, False, True]
     assert kb.images[1].versions[0].equals == parse_version("24.05") and kb.images[1].versions[3].lo is None
+    assert [(i.name, i.source) for i in kb.images] == [("cuda", "S"), ("triton", "S"), ("fallback", "S")]
+    assert [(r.lo, r.hi) for r in kb.images[1].versions] == [
+        (None, None), (parse_version("23.0"), parse_version("24.0")), (parse_version("24.10"), None),
+        (None, parse_version("22.0"))]
 
 
 @pytest.mark.parametrize(("table", "row", "message"), [
@@ -145,6 +149,9 @@ MVC_TAIL = "no PTX JIT of newer PTX, no APIs that need a newer driver"
     ("10.2", "418.39", None, "unknown", (  # older than the table but not newer than its oldest CUDA: not known
         "CUDA 10.2 needs a driver from branch >= 440 for full compatibility (toolkit driver 440.33)",
         "the driver's CUDA version is not known")),
+    ("12.4", "549.1", None, "minor-version-compatibility", (  # between two branches: the older one's CUDA
+        NEEDS_550, "the driver supports CUDA 12.0 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
     ("12.6", "999.1", None, "unknown", (
         "driver branch 999 is newer than every branch in the table (supports at least CUDA 12.4)",)),
     ("12.6", "550.54.15", None, "minor-version-compatibility", (  # no branch gives 12.6: no first reason
@@ -196,7 +203,7 @@ def test_architecture_and_features(kb: KnowledgeBase) -> None:
 
 @pytest.mark.parametrize(("product", "profiles"), [
     ("A100-SXM4-40GB", {"1g.5gb", "7g.40gb"}), ("A100-SXM4-40GB-MIG-1g.5gb", {"1g.5gb", "7g.40gb"}),
-    ("H100-SHARED", {"1g.10gb"}), ("A100-PCIE-40GB", None), (None, None)])
+    ("H100-SHARED", {"1g.10gb"}), ("a100-sxm4-40gb", {"1g.5gb", "7g.40gb"}), ("A100-PCIE-40GB", None), (None, None)])
 def test_mig_profiles_for(kb: KnowledgeBase, product: str | None, profiles: set[str] | None) -> None:
     assert kb.mig_profiles_for(product) == (frozenset(profiles) if profiles is not None else None)
 

@@ -12,6 +12,7 @@ from compatcheck.core.workloads import (
     WORKLOAD_KINDS,
     ContainerTarget,
     PodLocation,
+    _walk,
     api_group,
     known_kind_names,
     object_ref,
@@ -131,9 +132,9 @@ def test_podspec_locations_take_the_objects_annotations_and_labels() -> None:
 
 def test_wildcards_walk_maps_and_lists_with_escaped_keys() -> None:
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"}, "spec": {
-        "pytorchReplicaSpecs": {"a/b~c": {"template": {"spec": {"containers": [{"name": "x"}]}}},
-                                "NoTemplate": {}, "Broken": {"template": {"spec": ["not", "a", "spec"]}},
-                                "Bare": {"template": "not a template"}}}}
+        "pytorchReplicaSpecs": {"NoTemplate": {}, "Broken": {"template": {"spec": ["not", "a", "spec"]}},
+                                "Bare": {"template": "not a template"},
+                                "a/b~c": {"template": {"spec": {"containers": [{"name": "x"}]}}}}}}
     (t,) = pod_targets(job)
     assert t.pointer == "/spec/pytorchReplicaSpecs/a~1b~0c/template/spec"
     assert t.template_pointer == "/spec/pytorchReplicaSpecs/a~1b~0c/template"
@@ -162,3 +163,16 @@ def test_object_metadata_of_the_wrong_type_reads_as_empty() -> None:
     (t,) = pod_targets(pod)
     assert (t.annotations, t.labels) == ({}, {})
     assert t.containers[0].name == "containers[0]"  # a name that is not a string is no name
+
+
+@pytest.mark.parametrize(("tokens", "found"), [
+    (["a", "1", "b"], [("/a/1/b", 2)]),
+    (["a", "2"], []),  # past the end
+    (["a", "x"], []),
+    (["m", "1"], [("/m/1", "one")]),  # a digit is a key in a mapping
+    (["a", "*", "b"], [("/a/0/b", 1), ("/a/1/b", 2)]),
+    (["s", "0"], []),
+])
+def test_pattern_tokens_walk_lists_by_index(tokens: list[str], found: list[tuple[str, Any]]) -> None:
+    doc = {"a": [{"b": 1}, {"b": 2}], "m": {"1": "one"}, "s": "text"}
+    assert list(_walk(doc, tokens, "")) == found
