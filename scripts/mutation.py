@@ -10,8 +10,9 @@ tests catch. Not in CI: a full run takes about half an hour on two cores.
 mutmut's own settings (which files it mutates, which tests it runs, what it copies into ``mutants/``) are the
 ``[tool.mutmut]`` table of pyproject.toml, so ``mutmut show <id>`` and ``mutmut browse`` work on the same results.
 
-A surviving mutant gets a test that kills it, or a reason in ``scripts/mutation-reasons.toml``: an equivalent
-mutant, a line that only logs or only tunes a cache, an unreachable defensive branch. A reason names the mutant by
+A surviving mutant gets a test that kills it, or a reason in ``scripts/mutation-reasons.toml`` in one of the
+CATEGORIES below: an equivalent mutant, one that only changes a cache or an index, an unreachable defensive branch,
+code that runs at import. A reason names the mutant by
 its file, function and the mutated line before and after (what ``--survivors`` prints), not by mutmut's number,
 which shifts when the function changes. The score leaves justified mutants out and the table says how many there
 were::
@@ -49,10 +50,11 @@ REASONS = ROOT / "scripts" / "mutation-reasons.toml"
 DEFAULT_MODULES = ("checks", "engine", "cluster", "workloads", "knowledge", "admission")
 GOAL = 80.0
 CATEGORIES = {
-    "equivalent": "behaves exactly as the original for every input",
-    "performance": "changes only a cache, a memo bound or a fast path, never a result",
-    "defensive": "a guard that the callers' contracts make unreachable",
-    "wording": "changes text that is never shown (an exception's message swallowed into a count, a log-only field)",
+    "equivalent": "behaves exactly as the original for every input the code can receive",
+    "performance": "changes only a cache, a memo, an index or a fast path, never a result",
+    "defensive": "a guard that the callers' contracts make unreachable (the engine, the params schema)",
+    "import-time": "runs once when the module is imported (a decorator, a module table), before mutmut switches the "
+                   "mutant on: no test can see it",
 }
 # mutmut's exit codes (mutmut/stats.py) folded into the columns of the table.
 STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests", 36: "timeout",

@@ -277,3 +277,25 @@ def test_an_unreadable_declared_runtime_is_an_input_problem() -> None:
 def test_every_unknown_container_is_reported() -> None:
     obj = pod(container("a"), container("b", image="busybox"), container("d", image="x"))
     assert [c for _p, c, _m, _f in found("cuda-runtime-known", obj)] == ["b", "d"]
+
+
+def test_the_affinity_fix_reads_the_major_labels() -> None:
+    platform_major_only = driver_node("p", None, **{"cuda-major-version": "11"})
+    ((_p, _c, _m, fix),) = found("cuda-driver-too-old", pod(container()), nodes=[platform_major_only])
+    assert fix is not None and fix.description.endswith("(cuda-major-version/cuda-minor-version)")
+    gfd_major_only = driver_node("g", None, **{GFD_MAJOR: "11"})
+    platform = driver_node("q", None, **{"cuda-major-version": "11", "cuda-minor-version": "4"})
+    ((_p, _c, _m, fix),) = found("cuda-driver-too-old", pod(container()), nodes=[platform, gfd_major_only])
+    assert fix == FIX_124
+
+
+def test_a_driver_older_than_the_table_is_too_old_whatever_comes_first() -> None:
+    nodes = [driver_node("unknown", None), driver_node("old", "418.39")]
+    assert messages("cuda-driver-too-old", pod(container()), nodes=nodes) == [
+        f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550 (or >= 525 with minor-version compatibility); "
+        f"eligible nodes run 418.39 on old{FORWARD}"]
+
+
+def test_a_pin_is_read_past_expressions_that_are_not_mappings() -> None:
+    assert pin(affinity=terms(["junk", {"key": "cuda-major-version", "operator": "In", "values": ["11"]}])) == [
+        ("/spec/affinity/nodeAffinity", "c", TOO_OLD_11, None)]

@@ -140,6 +140,11 @@ def test_dtype_only_where_gpus_are_known() -> None:
     assert dtype(container(gpus=0, args=["--dtype=bfloat16"])) == []
 
 
+def test_dtype_checks_every_feature_a_container_asks_for() -> None:
+    c = container(args=["--dtype=bfloat16", "-q", "fp8"])  # bf16 is fine on an A100 (8.0), fp8 is not
+    assert [m.split(" needs")[0] for _p, _c, m, _f in dtype(c, [gpu_node("a", "NVIDIA-A100")])] == ["-q fp8"]
+
+
 def test_dtype_checks_every_gpu_container() -> None:
     obj = pod(container("a", args=["--dtype=bfloat16"]), container("b", args=["-q", "fp8"]))
     assert [(ct, m.split(" needs")[0]) for _p, ct, m, _f in found("dtype-capability", obj, DTYPE, nodes=[T4])] == [
@@ -197,6 +202,7 @@ def test_a_container_without_an_image_matches_no_image_pattern() -> None:
     params = {"frameworks": [{"name": "Any image", "image": ".", "minComputeCapability": "8.0", "source": "s"}]}
     assert found("framework-capability", pod(container(image=None)), params, nodes=[T4]) == []
     assert found("framework-capability", pod(container(image="")), params, nodes=[T4]) == []
+    assert found("framework-capability", pod(container(image=5)), params, nodes=[T4]) == []  # not a string
     assert len(found("framework-capability", pod(container(image="x")), params, nodes=[T4])) == 1
 
 

@@ -74,6 +74,10 @@ def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
         {"equals": "1.x", "cuda": "12.4"}]}, "image-patterns n: version '1.x' is not a version number"),
     ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
         {"from": "1", "cuda": "x"}]}, "image-patterns n: CUDA version 'x'"),
+    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"from": "a.b", "cuda": "12"}]}, "image-patterns n: version 'a.b' is not a version number"),
+    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"before": "b", "cuda": "12"}]}, "image-patterns n: version 'b' is not a version number"),
     ("mig-profiles", {"match": "(", "gpu": "g", "profiles": []}, "mig-profiles: bad regex '('"),
 ])
 def test_unusable_rows_are_knowledge_errors(table: str, row: dict[str, Any], message: str) -> None:
