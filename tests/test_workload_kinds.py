@@ -51,8 +51,9 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "replicationcontrollers.yaml": [
         (SELECTOR, "triton", r470("12.4", "image nvcr.io/nvidia/tritonserver:24.05-py3", 550))],
     # apps (and the extensions/v1beta1 of old manifests)
-    "deployments.apps.yaml": [("/spec/template/spec/nodeSelector", "inference-server",
-                               r470("12.4", "image ghcr.io/huggingface/text-generation-inference:2.4.0", 550))],
+    "deployments.apps.yaml": [("/spec/template/spec/nodeSelector", "inference-server", r470(
+        "12.4", "image ghcr.io/huggingface/text-generation-inference:2.4.0, whose wheels load CUDA 12.4 over its CUDA "
+        "12.1 base", 550))],
     "deployments.extensions.yaml": [
         (SELECTOR, "server", r470("12.2", "image nvidia/cuda:12.2.2-runtime-ubuntu22.04", 535))],
     "statefulsets.apps.yaml": [("/spec/template/spec/nodeSelector", "ollama", r470("12.4", "env CUDA_VERSION", 550))],

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from compatcheck.core.images import Binary, ForwardCompat, ImageFacts
 from compatcheck.core.jsonutil import Json, JsonObject
 from compatcheck.core.versions import (
     Version,
@@ -31,21 +32,94 @@ class KnowledgeError(ValueError):
 
 
 @dataclass(frozen=True)
-class VersionRow:
-    """One row of an image pattern's versions table, parsed once."""
+class VersionRange:
+    """``equals``, or ``from`` <= v < ``before`` (either end open), as the tables write version ranges."""
 
-    equals: Version | None
-    lo: Version | None
-    hi: Version | None
-    cuda: Version
+    equals: Version | None = None
+    lo: Version | None = None
+    hi: Version | None = None
+
+    def __contains__(self, version: Version) -> bool:
+        if self.equals is not None:
+            return self.equals == version
+        return (self.lo is None or version >= self.lo) and (self.hi is None or version < self.hi)
+
+    @classmethod
+    def of(cls, row: JsonObject, where: str) -> VersionRange:
+        return cls(_ver(row.get("equals"), where), _ver(row.get("from"), where), _ver(row.get("before"), where))
 
 
 @dataclass(frozen=True)
-class ImagePattern:
+class BinarySpec:
+    """A row's binaries as written: explicit architectures, or a PyTorch wheel looked up in ``torch-wheels``."""
+
+    component: str
+    sass: tuple[Version, ...]
+    ptx: tuple[Version, ...]
+    torch: Version | None
+    torch_cuda: Version | None
+    source: str
+    toolkit: Version | None = None  # CUDA that compiled explicit sass/ptx, when not the release's runtime
+    optional: bool = False  # kernels used when they fit, with a fallback otherwise
+
+
+@dataclass(frozen=True)
+class ForwardSpec:
+    cuda: Version | None
+    branches: frozenset[int]
+    brands: frozenset[str]
+    source: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """One version row of an image profile."""
+
+    versions: VersionRange
+    variant: str | None
+    cuda: Version | None
+    base: Version | None
+    framework_version: Version | None
+    no_cuda: bool
+    binaries: tuple[BinarySpec, ...] | None
+    forward: ForwardSpec | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ImageProfile:
+    """A family of images (``image-profiles`` row): how its references look, and what each release carries."""
+
     name: str
     regex: re.Pattern[str]
     source: str
-    versions: tuple[VersionRow, ...] = ()
+    framework: str | None = None
+    no_cuda: bool = False
+    compat_libs: bool = False
+    # NVIDIA_REQUIRE_CUDA's cuda>= term when it is not the base's (NGC images ask for cuda>=9.0); None: the base's
+    require_cuda: Version | None = None
+    require_cuda_set: bool = False  # the row says (``requireCuda``: a version, or null for no gate)
+    floating: re.Pattern[str] | None = None  # references whose tag floats (latest): only a CUDA lower bound
+    binaries: tuple[BinarySpec, ...] = ()
+    versions: tuple[Release, ...] = ()
+
+
+@dataclass(frozen=True)
+class TorchWheel:
+    versions: VersionRange
+    cuda: Version
+    sass: tuple[Version, ...]
+    ptx: tuple[Version, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class FrameworkFloor:
+    framework: str
+    feature: str
+    versions: VersionRange
+    min_cc: Version | None  # None: no floor in this range
+    source: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +128,7 @@ class GpuProduct:
     product: str
     compute_capability: Version
     datacenter: bool
+    brand: str | None = None  # NVML brand (tesla, nvidia, nvidiartx, geforce...), when the table knows it
 
 
 @dataclass(frozen=True)
@@ -103,9 +178,14 @@ class KnowledgeBase:
     products: list[GpuProduct] = field(default_factory=list)
     architectures: dict[Version, Architecture] = field(default_factory=dict)
     features: dict[str, Version] = field(default_factory=dict)
-    images: list[ImagePattern] = field(default_factory=list)
+    images: list[ImageProfile] = field(default_factory=list)
+    torch_wheels: list[TorchWheel] = field(default_factory=list)
+    framework_floors: list[FrameworkFloor] = field(default_factory=list)
+    # nvidia/cuda base -> its alternatives, keyed by the row's version as written: (X, Y) for every X.Y.* release,
+    # (X, Y, Z) for that release only (NVIDIA_REQUIRE_CUDA differs between some patch releases: 11.7.0 vs 11.7.1).
+    forward_compat: dict[tuple[int, ...], ForwardSpec] = field(default_factory=dict)
     mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
-    _image_cache: dict[str, ImageCuda | None] = field(default_factory=dict, repr=False)
+    _image_cache: dict[str, ImageFacts | None] = field(default_factory=dict, repr=False)
     _branch_cache: dict[Version, int | None] = field(default_factory=dict, repr=False)
     _verdict_cache: dict[tuple[Version, Version | None, Version | None], DriverVerdict] = field(
         default_factory=dict, repr=False)
@@ -113,15 +193,17 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_tables(cls, tables: dict[str, list[JsonObject]]) -> KnowledgeBase:
-        """``tables`` maps table name -> rows (admin rows first). Raises KnowledgeError on bad content."""
+        """``tables`` maps table name -> rows, an admin's rows first. In every table an admin row overrides the
+        built-in row with the same key (the first one read wins), and in the tables searched in order (products,
+        images, wheels, floors, MIG) an admin row is tried first. Raises KnowledgeError on bad content."""
         kb = cls()
+        toolkits: dict[Version, Version] = {}
         for row in tables.get("cuda-toolkits", []):
-            kb.toolkits.append((_cuda(row["version"], "cuda-toolkits"),
-                                _driver(row["toolkitDriver"], "cuda-toolkits")))
-        kb.toolkits.sort()
+            toolkits.setdefault(_cuda(row["version"], "cuda-toolkits"), _driver(row["toolkitDriver"], "cuda-toolkits"))
+        kb.toolkits = sorted(toolkits.items())
         for row in tables.get("cuda-majors", []):
             floor = row.get("mvcMinDriver")
-            kb.mvc[int(row["major"])] = _driver(floor, "cuda-majors") if floor is not None else None
+            kb.mvc.setdefault(int(row["major"]), _driver(floor, "cuda-majors") if floor is not None else None)
         seen: set[int] = set()
         for row in tables.get("driver-branches", []):
             branch = int(row["branch"])
@@ -132,7 +214,8 @@ class KnowledgeBase:
         kb.branches.sort()
         for row in tables.get("gpu-products", []):
             kb.products.append(GpuProduct(_regex(row["match"], "gpu-products", re.IGNORECASE), row["product"],
-                                          _cc(row["computeCapability"]), bool(row.get("datacenter", False))))
+                                          _cc(row["computeCapability"]), bool(row.get("datacenter", False)),
+                                          row.get("brand")))
         for row in tables.get("architectures", []):
             cc = _cc(row["computeCapability"])
             kb.architectures.setdefault(cc, Architecture(
@@ -141,22 +224,35 @@ class KnowledgeBase:
                 _cuda(row["removedIn"], "architectures") if row.get("removedIn") else None))
         for row in tables.get("features", []):
             kb.features.setdefault(row["feature"], _cc(row["minComputeCapability"]))
-        for row in tables.get("image-patterns", []):
-            regex = _regex(row["pattern"], f"image-patterns {row['name']}")
-            groups = set(regex.groupindex)
-            if "cuda" not in groups and "version" not in groups:
-                raise KnowledgeError(f"image-patterns {row['name']}: pattern needs a (?P<cuda>) or (?P<version>) group")
-            if "version" in groups and not row.get("versions"):
-                raise KnowledgeError(f"image-patterns {row['name']}: (?P<version>) needs a versions table")
-            where = f"image-patterns {row['name']}"
-            versions = tuple(
-                VersionRow(_ver(v.get("equals"), where), _ver(v.get("from"), where), _ver(v.get("before"), where),
-                           _cuda(v["cuda"], where))
-                for v in row.get("versions", []))
-            kb.images.append(ImagePattern(row["name"], regex, row["source"], versions))
+        for row in tables.get("image-profiles", []):
+            kb.images.append(_profile(row))
+        wheels: dict[tuple[VersionRange, Version], TorchWheel] = {}  # an admin row replaces one of the same key
+        for row in tables.get("torch-wheels", []):
+            where = "torch-wheels"
+            wheel = TorchWheel(VersionRange.of(row, where), _cuda(row["cuda"], where), _ccs(row["sass"]),
+                               _ccs(row.get("ptx", [])), row["source"])
+            wheels.setdefault((wheel.versions, wheel.cuda), wheel)
+        kb.torch_wheels = list(wheels.values())
+        floors: dict[tuple[str, str, VersionRange], FrameworkFloor] = {}
+        for row in tables.get("framework-features", []):
+            where = f"framework-features {row['framework']} {row['feature']}"
+            floor = row["minComputeCapability"]
+            ff = FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
+                                _cc(floor) if floor is not None else None, row["source"])
+            floors.setdefault((ff.framework, ff.feature, ff.versions), ff)
+        kb.framework_floors = list(floors.values())
+        for row in tables.get("forward-compat", []):
+            cuda = _cuda(row["cuda"], "forward-compat")
+            # Keyed by X.Y.Z for a row about one patch release, else X.Y. The spec's cuda stays None: the compat
+            # libraries are the base image's own CUDA (12.4.1 for a 12.4 row).
+            key = cuda.parts[:3] if len(cuda.parts) >= 3 else cuda.major_minor().parts
+            kb.forward_compat.setdefault(key, ForwardSpec(None, frozenset(int(b) for b in row["branches"]),
+                                                          frozenset(row.get("brands", [])), row["source"]))
         for row in tables.get("mig-profiles", []):
+            # The table writes profiles as NVML names them (1g.10gb+me); requests and GFD labels use the resource
+            # form, '+' replaced by '.' (nvidia.com/mig-1g.10gb.me); '-me' stays as it is.
             kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
-                                    frozenset(row["profiles"])))
+                                    frozenset(mig_resource_profile(p) for p in row["profiles"])))
         return kb
 
     # ------------------------------------------------------------------ driver / runtime
@@ -170,7 +266,11 @@ class KnowledgeBase:
         return best, exact
 
     def lowest_branch_for(self, cuda: Version) -> int | None:
+        """The lowest listed branch that supports ``cuda``; None when the table cannot say: a CUDA older than its
+        first branch's (CUDA 8 needs R367, a branch before the table's first) or newer than every branch's."""
         key = cuda.major_minor()
+        if self.branches and key < self.branches[0][1].major_minor():
+            return None
         return memo(self._branch_cache, key, lambda: next(
             (branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None))
 
@@ -268,35 +368,132 @@ class KnowledgeBase:
         return frozenset(out)
 
     # ------------------------------------------------------------------ images
-    def image_cuda(self, image: str) -> ImageCuda | None:
-        """CUDA runtime of an image reference per the pattern table; None if no pattern matches.
-        Cached: the same images recur across thousands of manifests."""
-        return memo(self._image_cache, image, lambda: self._image_cuda(image))
+    def image_facts(self, image: str) -> ImageFacts | None:
+        """What the tables say about an image reference; None when no profile matches it. Cached: the same
+        images recur across thousands of manifests."""
+        return memo(self._image_cache, image, lambda: self._image_facts(image))
 
-    def _image_cuda(self, image: str) -> ImageCuda | None:
-        for pat in self.images:
-            m = pat.regex.search(image)
-            if not m:
-                continue
-            groups = m.groupdict()
-            origin = f"image {image}"
-            if groups.get("cuda"):
-                try:
-                    return ImageCuda(parse_cuda_version(groups["cuda"]), origin)
-                except VersionError:
-                    return ImageCuda(None, origin, f"tag CUDA {groups['cuda']!r} unreadable")
-            try:
-                version = parse_version(groups.get("version"))
-            except VersionError:
-                return ImageCuda(None, origin, "tag version unreadable")
-            for row in pat.versions:
-                if row.equals is not None:
-                    if row.equals == version:
-                        return ImageCuda(row.cuda, origin)
-                elif (row.lo is None or version >= row.lo) and (row.hi is None or version < row.hi):
-                    return ImageCuda(row.cuda, origin)
-            return ImageCuda(None, origin, f"version {version} of {pat.name} is not in the image table")
+    def image_cuda(self, image: str) -> ImageCuda | None:
+        """The CUDA runtime of an image reference (from ``image_facts``); None if no profile matches."""
+        facts = self.image_facts(image)
+        if facts is None:
+            return None
+        return ImageCuda(facts.cuda, facts.origin, facts.reason)
+
+    def _image_facts(self, image: str) -> ImageFacts | None:
+        for prof in self.images:
+            m = prof.regex.search(image)
+            if m:
+                return self._resolve(prof, image, m.groupdict())
+            if prof.floating is not None and prof.floating.search(image):
+                return self._floating(prof, image)
         return None
+
+    def _floating(self, prof: ImageProfile, image: str) -> ImageFacts:
+        """A floating tag: it may be any release, so only what holds for every release the table lists: the
+        lowest CUDA of them all, whatever their variant (a family's default build may have been any of them)."""
+        cudas = [r.cuda for r in prof.versions if r.cuda is not None]
+        floor = min(cudas) if cudas else None
+        origin = f"image {image}"
+        if floor is None:
+            return ImageFacts(image, prof.name, origin=origin, framework=prof.framework,
+                              reason=f"{image} floats over {prof.name} releases", sources=(prof.source,))
+        return ImageFacts(image, prof.name, origin=f"{origin}, a floating tag: every {prof.name} release in the "
+                          f"table carries CUDA {floor.major_minor()} or newer", cuda_at_least=floor,
+                          framework=prof.framework, reason=f"{image} floats over {prof.name} releases",
+                          sources=(prof.source,))
+
+    def _resolve(self, prof: ImageProfile, image: str, groups: dict[str, str | None]) -> ImageFacts:
+        origin = f"image {image}"
+        if prof.no_cuda:
+            return ImageFacts(image, prof.name, origin=origin, no_cuda_runtime=True, sources=(prof.source,))
+        tag_cuda: Version | None = None
+        if groups.get("cuda"):
+            try:
+                tag_cuda = parse_cuda_version(groups["cuda"])
+            except VersionError:
+                return ImageFacts(image, prof.name, origin=origin, reason=f"tag CUDA {groups['cuda']!r} unreadable")
+        version: Version | None = None
+        if "version" in groups:
+            try:
+                version = _tag_version(groups.get("version"))
+            except VersionError:
+                return ImageFacts(image, prof.name, origin=origin, reason="tag version unreadable")
+        release: Release | None = None
+        if prof.versions:
+            variant = groups.get("variant") or None
+            release = next((r for r in prof.versions if r.variant == variant
+                            and (version is None or version in r.versions)), None)
+            if release is None:
+                shown = f"{version}{variant or ''}" if version is not None else variant or "this tag"
+                return ImageFacts(image, prof.name, origin=origin, framework=prof.framework,
+                                  framework_version=version if prof.framework else None,
+                                  reason=f"version {shown} of {prof.name} is not in the image table")
+            if release.no_cuda:
+                return ImageFacts(image, prof.name, origin=origin, no_cuda_runtime=True, sources=(release.source,))
+        cuda = release.cuda if release is not None and release.cuda is not None else tag_cuda
+        base = release.base if release is not None and release.base is not None else (
+            cuda if prof.compat_libs else None)
+        sources = tuple(dict.fromkeys(s for s in (prof.source, release.source if release else None) if s))
+        binaries = self._binaries(release.binaries if release is not None and release.binaries is not None
+                                  else prof.binaries, cuda)
+        if base is not None and cuda is not None and base.major_minor() != cuda.major_minor():
+            origin += f", whose wheels load CUDA {cuda.major_minor()} over its CUDA {base.major_minor()} base"
+        framework_version = release.framework_version if release and release.framework_version else version
+        return ImageFacts(image, prof.name, cuda=cuda, origin=origin,
+                          reason="" if cuda is not None else f"{prof.name} does not say which CUDA this tag carries",
+                          framework=prof.framework, framework_version=framework_version if prof.framework else None,
+                          base_cuda=base, binaries=binaries,
+                          require_cuda=prof.require_cuda if prof.require_cuda_set else base,
+                          forward_compat=self._forward(release.forward if release else None, base), sources=sources)
+
+    def _binaries(self, specs: tuple[BinarySpec, ...], cuda: Version | None) -> tuple[Binary, ...]:
+        out: list[Binary] = []
+        for spec in specs:
+            if spec.torch is None:
+                out.append(Binary(spec.component, spec.sass, spec.ptx, spec.toolkit or cuda, spec.source,
+                                  spec.optional))
+                continue
+            flavour = spec.torch_cuda or cuda
+            wheel = next((w for w in self.torch_wheels if flavour is not None
+                          and w.cuda.major_minor() == flavour.major_minor() and spec.torch in w.versions), None)
+            if wheel is not None:  # a wheel the table does not know stays unknown: no binary, no guess
+                name = f"torch {spec.torch}+cu{wheel.cuda.major}{wheel.cuda.minor}"
+                out.append(Binary(name, wheel.sass, wheel.ptx, wheel.cuda, wheel.source))
+        return tuple(out)
+
+    def _forward(self, spec: ForwardSpec | None, base: Version | None) -> ForwardCompat | None:
+        if spec is None and base is not None:
+            # A row for this exact patch release first, then one for every X.Y.* release.
+            spec = (self.forward_compat.get(base.parts[:3]) if len(base.parts) >= 3 else None) \
+                or self.forward_compat.get(base.major_minor().parts)
+        if spec is None:
+            return None
+        compat = spec.cuda or base
+        if compat is None or not spec.branches:
+            return None
+        return ForwardCompat(compat, spec.branches, spec.brands, spec.source)
+
+    def floors_of(self, framework: str, version: Version | None) -> list[FrameworkFloor]:
+        """Every feature's floor for one framework version (``framework_floor`` of each feature the table has)."""
+        features = dict.fromkeys(r.feature for r in self.framework_floors if r.framework == framework)
+        return [f for f in (self.framework_floor(framework, feat, version) for feat in features) if f is not None]
+
+    def framework_floor(self, framework: str, feature: str, version: Version | None) -> FrameworkFloor | None:
+        """The floor a framework puts on ``feature`` in ``version`` (``min_cc`` None: none in that version), or
+        None when the table says nothing about it: no row for that framework and feature, or a known version
+        outside every row (a release newer than those read, a feature that did not exist yet). With the version
+        unknown (``latest``, a custom build), only what holds for every version the table lists: the lowest floor
+        among them, and none if some version has none. A floor is never guessed."""
+        rows = [r for r in self.framework_floors if r.framework == framework and r.feature == feature]
+        if not rows:
+            return None
+        if version is not None:
+            return next((r for r in rows if version in r.versions), None)
+        if any(r.min_cc is None for r in rows):
+            return FrameworkFloor(framework, feature, VersionRange(), None, rows[0].source)
+        lowest = min(rows, key=lambda r: r.min_cc or Version((0,), "0"))
+        return FrameworkFloor(framework, feature, VersionRange(), lowest.min_cc, lowest.source)
 
 
 def _branch_floor(kb: KnowledgeBase, driver_cuda: Version) -> Version | None:
@@ -327,11 +524,67 @@ def _ver(text: Json, where: str) -> Version | None:
         raise KnowledgeError(f"{where}: {exc}") from None
 
 
+_POST = re.compile(r"^(?P<release>v?\d+(?:\.\d+){0,2})\.post(?P<post>\d+)$")
+
+
+def _tag_version(text: str | None) -> Version:
+    """A tag's version; a PEP 440 post release (``0.4.6.post2``) reads as a fourth number (0.4.6.2), which sorts
+    where it belongs, after 0.4.6 and before 0.4.7. The tables write post releases that way."""
+    m = _POST.match(text or "")
+    if m is None:
+        return parse_version(text)
+    release = parse_version(m.group("release"))
+    return Version((*release.parts, *(0,) * (3 - len(release.parts)), int(m.group("post"))), (text or "").lstrip("v"))
+
+
+def mig_resource_profile(profile: str) -> str:
+    """A MIG profile as the device plugin names its resource and GFD its product suffix: '+' becomes '.'
+    (``1g.10gb+me`` -> ``1g.10gb.me``, ``1g.24gb+me.all`` -> ``1g.24gb.me.all``); ``-me`` is unchanged."""
+    return profile.replace("+", ".")
+
+
 def _driver(text: Json, where: str) -> Version:
     try:
         return parse_driver_version(text)
     except VersionError as exc:
         raise KnowledgeError(f"{where}: {exc}") from None
+
+
+def _ccs(texts: list[Json]) -> tuple[Version, ...]:
+    return tuple(sorted({_cc(t) for t in texts}))
+
+
+def _binary_specs(rows: list[JsonObject], where: str) -> tuple[BinarySpec, ...]:
+    return tuple(BinarySpec(b["component"], _ccs(b.get("sass", [])), _ccs(b.get("ptx", [])),
+                            _ver(b.get("torch"), where), _ver(b.get("torchCuda"), where), b["source"],
+                            _cuda(b["toolkit"], where) if b.get("toolkit") else None, bool(b.get("optional")))
+                 for b in rows)
+
+
+def _profile(row: JsonObject) -> ImageProfile:
+    where = f"image-profiles {row['name']}"
+    regex = _regex(row["pattern"], where)
+    groups = set(regex.groupindex)
+    if not row.get("noCudaRuntime") and "cuda" not in groups and "version" not in groups and not row.get("versions"):
+        raise KnowledgeError(f"{where}: pattern needs a (?P<cuda>) or (?P<version>) group, or versions")
+    if "version" in groups and not row.get("versions"):
+        raise KnowledgeError(f"{where}: (?P<version>) needs a versions table")
+    releases = []
+    for v in row.get("versions", []):
+        fwd = v.get("forwardCompat")
+        releases.append(Release(
+            VersionRange.of(v, where), v.get("variant"), _cuda(v["cuda"], where) if v.get("cuda") else None,
+            _cuda(v["base"], where) if v.get("base") else None, _ver(v.get("frameworkVersion"), where),
+            bool(v.get("noCudaRuntime", False)),
+            _binary_specs(v["binaries"], where) if "binaries" in v else None,
+            ForwardSpec(_cuda(fwd["cuda"], where) if fwd.get("cuda") else None,
+                        frozenset(int(b) for b in fwd["branches"]), frozenset(fwd.get("brands", [])), fwd["source"])
+            if fwd else None, v["source"]))
+    return ImageProfile(row["name"], regex, row["source"], row.get("framework"), bool(row.get("noCudaRuntime")),
+                        bool(row.get("compatLibs")), _cuda(row["requireCuda"], where) if row.get("requireCuda")
+                        else None, "requireCuda" in row,
+                        _regex(row["floating"], where) if row.get("floating") else None,
+                        _binary_specs(row.get("binaries", []), where), tuple(releases))
 
 
 def _cc(text: Json) -> Version:

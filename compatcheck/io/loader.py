@@ -23,6 +23,9 @@ from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
 from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
 
+# Former table names an admin's files may still use: their rows join the table's (admin rows first).
+TABLE_ALIASES = {"image-patterns": "image-profiles"}
+
 
 def builtin_rules_dir() -> Path:
     packaged = resources.files("compatcheck").joinpath("_rules")
@@ -119,7 +122,8 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                     problems.extend(_with_lines(found, doc))
                     continue
             target = builtin_tables if builtin else admin_tables
-            target.setdefault(data["table"], []).extend(data["rows"])
+            name = TABLE_ALIASES.get(data["table"], data["table"])
+            target.setdefault(name, []).extend(data["rows"])
         for path in _yaml_files(directory):
             data = _parse_one(path, problems, trusted=not validate)
             if data is None:
@@ -174,12 +178,27 @@ def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> 
     for i, row in enumerate(data["rows"]):
         for p in schema_problems(row, row_schema, path):
             found.append(Diagnostic(path, f"rows[{i}]: {p.message}", pointer=f"/rows/{i}{p.pointer}", kind="rules"))
-        refs = [row.get("source")] + [v.get("source") for v in row.get("versions", []) if isinstance(v, dict)]
-        for ref in refs:
+        for pointer, ref in _sources_in(row, f"/rows/{i}"):
             if isinstance(ref, str) and ref not in sources and "://" not in ref:
                 found.append(Diagnostic(path, f"rows[{i}]: source {ref!r} is neither a key of sources nor a URL",
-                                        pointer=f"/rows/{i}/source", kind="rules"))
+                                        pointer=pointer, kind="rules"))
     return found
+
+
+def _sources_in(value: Any, pointer: str) -> list[tuple[str, Any]]:
+    """Every ``source`` inside a row (its versions, binaries, forward-compat entries), with its pointer."""
+    out: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            here = f"{pointer}/{k}"
+            if k == "source":
+                out.append((here, v))
+            else:
+                out.extend(_sources_in(v, here))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.extend(_sources_in(v, f"{pointer}/{i}"))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ nodes

@@ -36,6 +36,7 @@ from compatcheck.core.cluster import (
     untolerated_taints,
 )
 from compatcheck.core.crl import CrlIndex
+from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -89,6 +90,8 @@ class EvalContext:
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
+# HAMi's per-container GPU memory and core resources (its nvidia.com/gpu alone is a whole GPU).
+HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 _REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -98,6 +101,10 @@ class CudaRuntime:
     origin: str
     pointer: str
     problem: str = ""
+    absent: bool = False  # the image carries no CUDA runtime at all (an OS or tool image): nothing to check
+    # ``version`` is only a lower bound (a floating tag such as latest): a check may use it only where every
+    # newer CUDA would give the same finding (a driver too old even for the lowest release).
+    at_least: bool = False
 
 
 def container_gpu_requests(c: ContainerTarget) -> JsonObject:
@@ -286,10 +293,29 @@ class PodAnalysis:
         ptr = f"{c.pointer}/image"
         if not isinstance(image, str) or not image:
             return CudaRuntime(None, "image", ptr, "the container has no image")
-        found_img = self.ctx.kb.image_cuda(image)
-        if found_img is None:
+        if parse_reference(image) is None:  # a template placeholder (<image>, ${IMAGE}): nothing to judge yet
+            return CudaRuntime(None, f"image {image}", ptr, f"{image!r} is not an image reference", absent=True)
+        facts = self.image_facts(c)
+        if facts is None:
             return CudaRuntime(None, f"image {image}", ptr, f"no image pattern recognises {image!r}")
-        return CudaRuntime(found_img.cuda, f"image {image}", ptr, found_img.reason)
+        if facts.no_cuda_runtime:
+            return CudaRuntime(None, facts.origin, ptr, f"{image} carries no CUDA runtime", absent=True)
+        if facts.cuda is None and facts.cuda_at_least is not None:
+            return CudaRuntime(facts.cuda_at_least, facts.origin, ptr, facts.reason, at_least=True)
+        return CudaRuntime(facts.cuda, facts.origin, ptr, facts.reason)
+
+    def image_facts(self, c: ContainerTarget) -> ImageFacts | None:
+        """What the image profiles say about the container's image (None: no image, or no profile matches)."""
+        image = c.data.get("image")
+        return self.ctx.kb.image_facts(image) if isinstance(image, str) and image else None
+
+    @once
+    def under_vgpu(self) -> bool:
+        """Whether the pod asks for virtual GPUs (GPU-Manager's tencent.com/vcuda-*, HAMi's nvidia.com/gpumem,
+        gpucores): their libcuda interposer must be the one loaded, so an image's own libcuda (cuda-compat) would
+        bypass the vGPU layer."""
+        return any(name.startswith("tencent.com/vcuda") or name in HAMI_RESOURCES
+                   for _c, req in self.gpu_containers for name in req)
 
     # ------------------------------------------------------------------ where can it run?
     @property

@@ -1,5 +1,6 @@
-"""Check types for the driver/runtime version matrix: ``cuda-driver-too-old``, ``cuda-driver-behind-runtime`` and
-``cuda-driver-major-skew`` (the drivers of the nodes a pod can land on, with a cluster view), ``cuda-affinity-pin``
+"""Check types for the driver/runtime version matrix: ``cuda-driver-too-old``, ``cuda-driver-forward-compat``,
+``cuda-driver-behind-runtime`` and ``cuda-driver-major-skew`` (the drivers of the nodes a pod can land on, with a
+cluster view; each takes its own ``Path`` of a container's runtime to a node kind's driver), ``cuda-affinity-pin``
 (the driver the pod's own selectors pin) and ``cuda-runtime-known``. The verdict itself comes from
 ``KnowledgeBase.verdict`` so that the CLI's ``versions`` command, the linter and the webhook always agree."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
@@ -21,6 +23,7 @@ from compatcheck.core.checks.base import (
     RawParams,
     Violation,
     admits_projected,
+    env_value,
     no_params,
 )
 from compatcheck.core.cluster import (
@@ -66,10 +69,47 @@ class _Mismatch:
         return where
 
 
+# How a node kind's driver meets a container's CUDA runtime:
+#   compatible   the driver supports it;
+#   mvc          older, same major, above the floor: minor-version compatibility runs it (no PTX JIT...);
+#   forward      too old, but the image's forward compatibility bridges it (cuda-compat, a listed branch,
+#                a data-center GPU, no vGPU);
+#   refused      minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>=X.Y) makes the
+#                container runtime refuse to start it on that driver, and no listed alternative lets it in;
+#   incompatible too old, and nothing bridges it.
+Path = Literal["compatible", "mvc", "forward", "refused", "incompatible", "unknown"]
+
+
+def _path(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, v: DriverVerdict, runtime: Version) -> Path:
+    if v.verdict in ("compatible", "unknown"):
+        return v.verdict
+    if a.runtime(c).at_least:  # a floating tag: only "too old even for its lowest release" is certain
+        return "incompatible" if v.verdict == "incompatible" else "unknown"
+    if _bridges(a, c, cls, runtime):
+        return "forward"
+    if v.verdict == "incompatible":
+        return "incompatible"
+    gate = _start_gate(a, c)
+    if gate is not None and v.driver_cuda is not None and v.driver_cuda.major_minor() < gate.major_minor():
+        return "refused"
+    return "mvc"
+
+
+def _start_gate(a: PodAnalysis, c: ContainerTarget) -> Version | None:
+    """The ``cuda>=X.Y`` of the image's NVIDIA_REQUIRE_CUDA, which the NVIDIA container runtime checks before it
+    starts the container (unless the container sets NVIDIA_DISABLE_REQUIRE=true, or the image sets it low: NGC
+    images ask for cuda>=9.0)."""
+    disabled = env_value(c, "NVIDIA_DISABLE_REQUIRE")
+    if disabled is not None and isinstance(disabled[1], str) and disabled[1].strip().lower() in ("true", "1"):
+        return None
+    facts = a.image_facts(c)
+    return facts.require_cuda if facts is not None else None
+
+
 def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
-                       fails: Callable[[DriverVerdict, Version], bool]) -> Iterator[_Mismatch]:
-    """With a cluster view: each GPU container for which ``fails(verdict, runtime)`` holds on some node kind in
-    scope that has a known driver."""
+                       select: Callable[[Path, DriverVerdict, Version], bool]) -> Iterator[_Mismatch]:
+    """With a cluster view: each GPU container for which ``select(path, verdict, runtime)`` holds on some node kind
+    in scope that has a known driver, with those node kinds."""
     classes = a.scope_classes() if ctx.cluster is not None else []
     if not classes:
         return
@@ -81,10 +121,53 @@ def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if fails(v, runtime):
+            if select(_path(a, c, cls, v, runtime), v, runtime):
                 bad.append((cls, v))
         if bad:
             yield _Mismatch(c, rt, runtime, bad)
+
+
+def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Version) -> bool:
+    """Whether the image runs ``runtime`` on this node kind's older driver through forward compatibility: its
+    cuda-compat libraries, a driver branch its NVIDIA_REQUIRE_CUDA lists, a data-center GPU, and no vGPU layer
+    (GPU-Manager and HAMi interpose their own libcuda, which the image's would bypass)."""
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
+    return fwd is not None and not a.under_vgpu and fwd.bridges(runtime, cls.facts.driver, cls.facts.datacenter)
+
+
+def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
+    """Why forward compatibility does not save this container, in the words of the too-old finding."""
+    gate = _start_gate(a, c)
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
+    if gate is not None and all(v.verdict == "minor-version-compatibility" for _, v in m.bad):
+        listed = sorted({cls.facts.driver.major for cls, _ in m.bad if cls.facts.driver is not None}
+                        & set(fwd.branches if fwd is not None else ()))
+        if listed and fwd is not None and all(cls.facts.datacenter is not True for cls, _ in m.bad):
+            # The brand=B,driver>=N alternatives let the container start on a listed branch, but only so that
+            # the image's cuda-compat libraries replace the driver's libcuda: off data-center GPUs they fail
+            # (CUDA error 804), and from CUDA 12.5 GeForce/TITAN brands are not listed at all.
+            return (f"; the image's NVIDIA_REQUIRE_CUDA admits driver branch {', '.join(map(str, listed))} only for "
+                    "its forward compatibility, whose cuda-compat libraries work on data-center GPUs only (CUDA "
+                    "error 804 'forward compatibility was attempted on non supported HW' elsewhere)")
+        return (f"; minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>="
+                f"{gate.major_minor()}) makes the NVIDIA container runtime refuse to start it on that driver "
+                "(NVIDIA_DISABLE_REQUIRE=true in the container lifts the check)")
+    if fwd is None:
+        # forward compatibility (cuda-compat) began with CUDA 10.0: nothing bridges an older runtime
+        return (_FORWARD_COMPAT if m.runtime.major >= 10 and any(cls.facts.datacenter is not False for cls, _ in m.bad)
+                else "")
+    if a.under_vgpu:
+        return ("; the image's forward compatibility (cuda-compat) does not apply under GPU-Manager/HAMi vGPU: its "
+                "libcuda would bypass the vGPU layer")
+    if fwd.compat_cuda.major_minor() < m.runtime.major_minor():
+        return (f"; the image's cuda-compat libraries bring CUDA {fwd.compat_cuda.major_minor()} only, older than "
+                "the CUDA its framework loads")
+    if any(cls.facts.datacenter is not True for cls, _ in m.bad):
+        return "; forward compatibility (the image's cuda-compat libraries) works on data-center GPUs only"
+    branches = ", ".join(str(b) for b in sorted(fwd.branches))
+    return f"; the image's forward compatibility lists driver branches {branches} only"
 
 
 def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None]:
@@ -94,18 +177,32 @@ def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None
 
 
 def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "incompatible"):
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path in ("incompatible", "refused")):
         v0 = m.bad[0][1]
         need, lowest = _needed_driver(ctx.kb, m.runtime)
         floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
                  if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
-        fwd = _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in m.bad) else ""
+        fwd = _why_not_bridged(a, m.c, m)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) needs {need}{floor}; eligible nodes "
                         f"run {m.where}{fwd}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
 
+def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "forward"):
+        facts = a.image_facts(m.c)
+        fwd = facts.forward_compat if facts is not None else None
+        assert fwd is not None  # bridged implies it
+        branches = ", ".join(str(b) for b in sorted({cls.facts.driver.major for cls, _ in m.bad
+                                                      if cls.facts.driver is not None}))
+        yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver on {m.where}: "
+                        f"it runs only through forward compatibility (the image's CUDA "
+                        f"{fwd.compat_cuda.major_minor()} cuda-compat libraries, which list driver branch {branches} "
+                        "on data-center GPUs); a platform that requires a driver at least as new as the runtime may "
+                        "still refuse it", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+
+
 def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for m in _driver_mismatches(a, ctx, lambda v, _runtime: v.verdict == "minor-version-compatibility"):
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "mvc"):
         need, _lowest = _needed_driver(ctx.kb, m.runtime)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver's CUDA on "
                         f"{m.where}: it runs only through minor-version compatibility (no PTX JIT, no newer-driver "
@@ -124,8 +221,9 @@ def _prepare_major_skew(raw: RawParams) -> MajorSkewParams:
 def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> Iterator[Violation]:
     skew = params.max_major_skew
 
-    def too_far(v: DriverVerdict, runtime: Version) -> bool:
-        return v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
+    def too_far(path: Path, v: DriverVerdict, runtime: Version) -> bool:
+        # a floating tag's lower bound would overstate the skew: its path is "unknown" unless incompatible
+        return path != "unknown" and v.driver_cuda is not None and v.driver_cuda.major - runtime.major > skew
 
     for m in _driver_mismatches(a, ctx, too_far):
         yield Violation(f"driver CUDA {m.bad[0][1].driver_cuda} is more than {skew} major version ahead of image "
@@ -178,6 +276,16 @@ register(PodCheck(
     params_schema=NO_PARAMS_SCHEMA,
     prepare=no_params,
     evaluate=_too_old,
+))
+register(PodCheck(
+    name="cuda-driver-forward-compat",
+    description=f"Compares {_SCOPE}: reports drivers too old for it that run it only through the image's forward "
+                "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU).",
+    needs_nodes=True,
+    fix_applicability=Applicability.UNSAFE,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_forward_compat,
 ))
 register(PodCheck(
     name="cuda-driver-behind-runtime",
@@ -290,7 +398,7 @@ def _prepare_runtime_known(raw: RawParams) -> RuntimeKnownParams:
 def _runtime_known(a: PodAnalysis, ctx: EvalContext, params: RuntimeKnownParams) -> Iterator[Outcome]:
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
-        if rt.version is not None:
+        if rt.version is not None or rt.absent:
             continue
         if rt.origin.startswith(("annotation", "env")):
             # The manifest says which CUDA, unreadably: bad input, not an unknown runtime.

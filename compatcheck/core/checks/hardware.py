@@ -25,7 +25,7 @@ from compatcheck.core.checks.base import (
 )
 from compatcheck.core.cluster import NodeFacts
 from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.knowledge import Architecture
+from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.versions import Version, parse_compute_capability, parse_version, try_parse_version
 from compatcheck.core.workloads import ContainerTarget
@@ -40,14 +40,15 @@ def _gpus(facts: list[NodeFacts]) -> str:
     return ", ".join(names[:4]) + (" ..." if len(names) > 4 else "")
 
 
-def _arch_mismatches(a: PodAnalysis, ctx: EvalContext, why: Callable[[Architecture, Version], str | None]
-                     ) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version, list[NodeFacts], str]]:
+def _arch_mismatches(a: PodAnalysis, ctx: EvalContext, why: Callable[[Architecture, Version], str | None],
+                     *, holds_for_newer: bool) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version, list[NodeFacts],
+                                                                  str]]:
     """(container, runtime, its CUDA major.minor, GPUs in scope, reasons) for each GPU container whose CUDA
     ``why(architecture, cuda)`` objects to on some GPU in scope; ``why`` returns the reason, or None."""
     kb = ctx.kb
     for c, _req in a.gpu_containers:
         rt = a.runtime(c)
-        if rt.version is None:
+        if rt.version is None or (rt.at_least and not holds_for_newer):  # a floating tag: a lower bound only
             continue
         cuda = rt.version.major_minor()
         bad: list[NodeFacts] = []
@@ -79,13 +80,13 @@ def _dropped(arch: Architecture, cuda: Version) -> str | None:
 
 
 def _arch_too_new(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _predates):
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _predates, holds_for_newer=False):
         yield Violation(f"image CUDA {cuda} ({rt.origin}) predates the GPU {_gpus(bad)}: {why}; code built with it "
                         "carries no kernels for this GPU", rt.pointer, c.name)
 
 
 def _arch_dropped(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _dropped):
+    for c, rt, cuda, bad, why in _arch_mismatches(a, ctx, _dropped, holds_for_newer=True):
         yield Violation(f"image CUDA {cuda} ({rt.origin}) no longer supports the GPU {_gpus(bad)}: {why}",
                         rt.pointer, c.name)
 
@@ -107,6 +108,45 @@ register(PodCheck(
     evaluate=_arch_dropped,
 ))
 
+def _arch_in_image(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    """The GPU's compute capability against the SASS and PTX of the image's binaries (per image profile)."""
+    kb = ctx.kb
+    for c, _req in a.gpu_containers:
+        facts = a.image_facts(c)
+        if facts is None or not facts.binaries:
+            continue  # unknown architectures: never a guess
+        bad: list[NodeFacts] = []
+        lacking: list[str] = []
+        for f in a.scope:
+            cc = f.compute_capability
+            if cc is None:
+                continue
+            missing = facts.missing_arch(cc)
+            for b in facts.ptx_only(cc):
+                # PTX runs after a JIT by the driver, which must know the toolkit that produced it.
+                dc = f.driver_cuda or (kb.driver_cuda(f.driver)[0] if f.driver is not None else None)
+                if b.toolkit is not None and dc is not None and dc.major_minor() < b.toolkit.major_minor():
+                    missing.append(b)
+            if missing:
+                bad.append(f)
+                lacking.extend(b.describe() for b in missing if b.describe() not in lacking)
+        if bad:
+            yield Violation(f"{facts.reference} has no kernels for the GPUs it can land on, {_gpus(bad)}: "
+                            f"{'; '.join(lacking)} (no kernel image is available for execution on the device)",
+                            f"{c.pointer}/image", c.name)
+
+
+register(PodCheck(
+    name="arch-in-image",
+    description="Compares the compute capability of the GPUs a pod can land on with the GPU architectures the "
+                "image's binaries carry (machine code of the same major and an equal or lower minor, or PTX a new "
+                "enough driver can JIT), per the image profiles and PyTorch wheel tables.",
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_arch_in_image,
+))
+
+
 _SOURCE_SCHEMA: JsonObject = {
     "type": "object", "additionalProperties": False, "required": ["values"],
     "properties": {
@@ -114,7 +154,12 @@ _SOURCE_SCHEMA: JsonObject = {
                   "description": "Command-line flags whose value names the dtype (--flag=v or --flag v)."},
         "env": {"type": "string", "minLength": 1, "description": "Env var whose value names the dtype."},
         "values": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "Flag or env value (lower-case) -> feature in the features table."},
+                   "description": "Flag or env value (lower-case) -> feature in the features table (the hardware "
+                                  "floor, used when no framework floor applies)."},
+        "frameworkFeature": {"type": "string", "minLength": 1,
+                             "description": "Look the value up as '<this>:<value>' in the framework-features table "
+                                            "for the framework and version of the container's image first (e.g. "
+                                            "quantization: vLLM's fp8 floor changed over releases)."},
         "fix": {"type": "object", "additionalProperties": {"type": "string"},
                 "description": "Feature -> replacement value offered as an unsafe fix."},
     },
@@ -128,22 +173,50 @@ class _DtypeSource:
     env: str | None
     values: dict[str, str]  # lower-cased flag or env value -> feature
     fixes: dict[str, str]
+    framework_feature: str | None  # the framework-features key prefix ("quantization" -> "quantization:fp8")
 
 
 @dataclass(frozen=True)
 class DtypeParams:
     sources: tuple[_DtypeSource, ...]
+    # framework id -> a regex on the container's command line that runs it, for images the profiles do not know
+    # (vllm installed with pip into a PyTorch image): its floors then hold as for an unknown version.
+    command_frameworks: tuple[tuple[str, re.Pattern[str]], ...]
 
 
 def _prepare_dtype(raw: RawParams) -> DtypeParams:
     return DtypeParams(tuple(_DtypeSource(tuple(src["flags"]) if "flags" in src else None, src.get("env"),
-                                          {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})))
-                             for src in raw["sources"]))
+                                          {k.lower(): v for k, v in src["values"].items()}, dict(src.get("fix", {})),
+                                          src.get("frameworkFeature"))
+                             for src in raw["sources"]),
+                       tuple((fw, re.compile(rx)) for fw, rx in raw.get("commandFrameworks", {}).items()))
 
 
-def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]
-                        ) -> Iterator[tuple[str, str, str, str | None]]:
-    """(feature, pointer, what, replacement) for each dtype/quantization the container asks for."""
+def _framework_of(a: PodAnalysis, c: ContainerTarget, params: DtypeParams) -> tuple[str, Version | None] | None:
+    """The framework a container runs and its version: the image profile's, else the command line's (version
+    unknown), else None."""
+    facts = a.image_facts(c)
+    if facts is not None and facts.framework:
+        return facts.framework, facts.framework_version
+    if params.command_frameworks:
+        argv = " ".join(command_line(c))
+        for fw, rx in params.command_frameworks:
+            if rx.search(argv):
+                return fw, None
+    return None
+
+
+@dataclass(frozen=True)
+class _Requested:
+    feature: str  # the hardware feature (features table)
+    pointer: str
+    what: str  # the flag or env as written, for messages
+    replacement: str | None  # offered by the unsafe fix
+    framework_key: str | None  # "<frameworkFeature>:<value>" (framework-features table)
+
+
+def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]) -> Iterator[_Requested]:
+    """Each dtype/quantization the container asks for."""
     argv = command_line(c)
     keys = [k for k in ("command", "args") if isinstance(c.data.get(k), list)]
     offsets: list[tuple[str, int]] = []
@@ -153,17 +226,22 @@ def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]
         mapping, fixes = src.values, src.fixes
         if src.flags is not None:
             for idx, flag, value in flag_values(argv, src.flags):
-                feature = mapping.get(value.lower())
-                if feature and idx < len(offsets):
+                # A value with no hardware feature still counts when a framework may have a floor for it
+                # (--quantization awq): the framework-features table decides.
+                feature = mapping.get(value.lower(), "" if src.framework_feature else None)
+                if feature is not None and idx < len(offsets):
                     key, i = offsets[idx]
-                    yield feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature)
+                    yield _Requested(feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature),
+                                     f"{src.framework_feature}:{value.lower()}" if src.framework_feature else None)
         elif src.env is not None:
             found = env_value(c, src.env)
             if found is not None and isinstance(found[1], str):
-                feature = mapping.get(found[1].strip().lower())
-                if feature:
-                    yield feature, f"{c.pointer}/env/{found[0]}/value", f"{src.env}={found[1]}", \
-                        fixes.get(feature)
+                value = found[1].strip().lower()
+                feature = mapping.get(value, "" if src.framework_feature else None)
+                if feature is not None:
+                    yield _Requested(feature, f"{c.pointer}/env/{found[0]}/value", f"{src.env}={found[1]}",
+                                     fixes.get(feature),
+                                     f"{src.framework_feature}:{value}" if src.framework_feature else None)
 
 
 def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Violation]:
@@ -172,18 +250,29 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
         return
     kb = ctx.kb
     for c, _req in a.gpu_containers:
-        for feature, pointer, what, replacement in _requested_features(c, params.sources):
-            need = kb.feature_min_cc(feature)
+        framework = _framework_of(a, c, params)
+        for r in _requested_features(c, params.sources):
+            need: Version | None = None
+            why = r.feature
+            floor = (kb.framework_floor(framework[0], r.framework_key, framework[1])
+                     if r.framework_key and framework is not None else None)
+            if floor is not None:  # the framework's own floor, for its version, wins over the hardware one
+                if floor.min_cc is None:
+                    continue  # no floor in this version (e.g. an FP8 KV cache: storage, not FP8 compute)
+                need = floor.min_cc
+                version = (f"{floor.framework} {framework[1]}" if framework is not None and framework[1] is not None
+                           and floor.versions != VersionRange() else f"every {floor.framework} version")
+                why = f"{r.framework_key} in {version}"
+            elif r.feature:
+                need = kb.feature_min_cc(r.feature)
             if need is None:
                 continue
             bad = [f for f in scope if f.compute_capability is not None and f.compute_capability < need]
             if not bad:
                 continue
-            fix = None
-            if replacement is not None:
-                fix = _replace_value_fix(c, pointer, what, replacement)
-            yield Violation(f"{what} needs compute capability >= {need} ({feature}); eligible GPUs: {_gpus(bad)}",
-                            pointer, c.name, fix)
+            fix = _replace_value_fix(c, r.pointer, r.what, r.replacement) if r.replacement is not None else None
+            yield Violation(f"{r.what} needs compute capability >= {need} ({why}); eligible GPUs: {_gpus(bad)}",
+                            r.pointer, c.name, fix)
 
 
 def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement: str) -> Fix | None:
@@ -217,7 +306,11 @@ register(PodCheck(
     params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
                    "properties": {"sources": {
                        "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
-                       "description": "Where containers name data types: flags or env vars, and their values."}}},
+                       "description": "Where containers name data types: flags or env vars, and their values."},
+                       "commandFrameworks": {
+                           "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
+                           "description": "Framework id (as in the framework-features table) -> regex on the "
+                                          "command line that runs it, for images no profile knows."}}},
     prepare=_prepare_dtype,
     evaluate=_dtype,
 ))
@@ -237,15 +330,20 @@ class _Framework:
 @dataclass(frozen=True)
 class FrameworkParams:
     frameworks: tuple[_Framework, ...]
+    image_frameworks: dict[str, str]  # framework id of the image profiles -> its name in messages
 
 
 def _prepare_frameworks(raw: RawParams) -> FrameworkParams:
-    return FrameworkParams(tuple(_Framework(
+    return FrameworkParams(_frameworks(raw), dict(raw.get("imageFrameworks", {})))
+
+
+def _frameworks(raw: RawParams) -> tuple[_Framework, ...]:
+    return (tuple(_Framework(
         fw["name"], parse_compute_capability(fw["minComputeCapability"]),
         re.compile(fw["image"]) if "image" in fw else None,
         parse_version(fw["minVersion"], what="minVersion") if "minVersion" in fw else None,
         re.compile(fw["command"]) if "command" in fw else None, fw.get("env"), re.compile(fw.get("envValue", ".*")),
-    ) for fw in raw["frameworks"]))
+    ) for fw in raw.get("frameworks", [])))
 
 
 def _framework(a: PodAnalysis, ctx: EvalContext, params: FrameworkParams) -> Iterator[Violation]:
@@ -253,6 +351,18 @@ def _framework(a: PodAnalysis, ctx: EvalContext, params: FrameworkParams) -> Ite
     if not scope:
         return
     for c, _req in a.gpu_containers:
+        facts = a.image_facts(c)
+        name = params.image_frameworks.get(facts.framework or "") if facts is not None else None
+        if facts is not None and facts.framework and name:
+            floor = ctx.kb.framework_floor(facts.framework, "engine", facts.framework_version)
+            need = floor.min_cc if floor is not None else None
+            bad = [f for f in scope if need is not None and f.compute_capability is not None
+                   and f.compute_capability < need]
+            if floor is not None and bad:
+                which = (f"{name} {facts.framework_version}" if facts.framework_version is not None
+                         and floor.versions != VersionRange() else f"{name} (any version)")
+                yield Violation(f"{which} needs compute capability >= {need}; eligible GPUs: {_gpus(bad)}",
+                                f"{c.pointer}/image", c.name)
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
         argv = " ".join(command_line(c))
         for fw in params.frameworks:
@@ -286,7 +396,10 @@ register(PodCheck(
     name="framework-capability",
     description="Recognises serving frameworks (by image, command or env) and compares their minimum compute "
                 "capability with the GPUs the pod can land on.",
-    params_schema={"type": "object", "additionalProperties": False, "required": ["frameworks"], "properties": {
+    params_schema={"type": "object", "additionalProperties": False, "properties": {
+        "imageFrameworks": {"type": "object", "additionalProperties": {"type": "string"},
+                            "description": "Framework ids of the image profiles whose 'engine' floor, per version, "
+                                           "comes from the framework-features table -> the name used in messages."},
         "frameworks": {"type": "array", "minItems": 1, "description": "Frameworks, how to recognise them, and their "
                        "minimum compute capability.", "items": {
             "type": "object", "additionalProperties": False, "required": ["name", "minComputeCapability", "source"],

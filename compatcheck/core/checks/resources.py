@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
+    HAMI_RESOURCES,
     NO_PARAMS_SCHEMA,
     EvalContext,
     NoParams,
@@ -127,7 +128,6 @@ register(PodCheck(
     evaluate=_vcuda,
 ))
 
-HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
 
 def _sharing_modes(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
+    HAMI_RESOURCES,
     CudaRuntime,
     EvalContext,
     PodAnalysis,
@@ -22,7 +23,7 @@ from compatcheck.core.checks.base import (
     env_value,
     quantity_int,
 )
-from compatcheck.core.checks.resources import HAMI_RESOURCES, VCUDA_CORE
+from compatcheck.core.checks.resources import VCUDA_CORE
 from compatcheck.core.jsonutil import JsonObject, text
 from compatcheck.core.model import Applicability, Fix
 from compatcheck.core.versions import Version, parse_version
@@ -122,7 +123,8 @@ def _baseline_too_old(a: PodAnalysis, ctx: EvalContext, params: BaselineParams) 
 def _major_mismatch(a: PodAnalysis, ctx: EvalContext, params: BaselineParams) -> Iterator[Violation]:
     for c, kind, rt, runtime in _vgpu_runtimes(a):
         majors = {b.major for b in _baselines(a, params)} | {f.driver_cuda.major for f in a.scope if f.driver_cuda}
-        wrong = sorted(m for m in majors if m != runtime.major)
+        # a floating tag's CUDA is a lower bound: only a major above every node's is certain
+        wrong = sorted(m for m in majors if m < runtime.major or (m > runtime.major and not rt.at_least))
         if wrong:
             yield Violation(f"image CUDA {runtime} ({rt.origin}) is major {runtime.major} but the {_LABEL[kind]} "
                             f"nodes' driver/vGPU baseline is CUDA major {', '.join(map(str, wrong))}; vGPU "
