@@ -33,15 +33,15 @@ TABLES: dict[str, list[dict[str, Any]]] = {
         {"computeCapability": "8.0", "architecture": "Ampere", "firstCuda": "11.0"}],
     "features": [{"feature": "bf16", "minComputeCapability": "8.0"}, {"feature": "fp8", "minComputeCapability": "8.9"},
                  {"feature": "bf16", "minComputeCapability": "1.0"}],
-    "image-patterns": [
+    "image-profiles": [
         {"name": "cuda", "pattern": r"^nvidia/cuda:(?P<cuda>[^-]+)-", "source": "S"},
         {"name": "triton", "pattern": r"^tritonserver:(?P<version>[^-]+)-py3$", "source": "S", "versions": [
-            {"equals": "24.05", "cuda": "12.4.1"},
-            {"from": "23.0", "before": "24.0", "cuda": "12.2"},
-            {"from": "24.10", "cuda": "12.6"},
-            {"before": "22.0", "cuda": "11.4"}]},
+            {"equals": "24.05", "cuda": "12.4.1", "source": "S"},
+            {"from": "23.0", "before": "24.0", "cuda": "12.2", "source": "S"},
+            {"from": "24.10", "cuda": "12.6", "source": "S"},
+            {"before": "22.0", "cuda": "11.4", "source": "S"}]},
         {"name": "fallback", "pattern": r"^nvidia/cuda:(?P<version>.*)", "source": "S", "versions": [
-            {"equals": "1", "cuda": "12"}]}],
+            {"equals": "1", "cuda": "12", "source": "S"}]}],
     "mig-profiles": [{"match": "^A100-SXM4-40GB", "gpu": "A100 40GB", "profiles": ["1g.5gb", "7g.40gb"]},
                      {"match": "^H100", "gpu": "H100", "profiles": ["1g.10gb"]}],
 }

@@ -216,7 +216,7 @@ def test_an_unpinned_pod_is_never_judged_against_every_driver() -> None:
 def test_the_affinity_pin_names_at_most_six_cudas_in_numeric_order() -> None:
     branches = [(384, "9.0"), (390, "9.1"), (396, "9.2"), (410, "10.0"), (418, "10.1"), (440, "10.2"), (450, "11.0")]
     kb = KnowledgeBase.from_tables({"driver-branches": [{"branch": b, "maxCuda": c} for b, c in branches],
-                                    "image-patterns": [{"name": "cuda", "pattern": r"^nvidia/cuda:(?P<cuda>[^-]+)-",
+                                    "image-profiles": [{"name": "cuda", "pattern": r"^nvidia/cuda:(?P<cuda>[^-]+)-",
                                                         "source": "s"}]})
     wide = terms([{"key": "cuda-major-version", "operator": "Lt", "values": ["12"]}])
     (finding,) = pin(kb=kb, affinity=wide)

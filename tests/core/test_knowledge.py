@@ -44,9 +44,10 @@ def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
     assert (kepler.first_cuda, kepler.removed_in) == (None, cuda("12.0"))
     assert kb.features == {"bf16": parse_compute_capability("8.0"), "fp8": parse_compute_capability("8.9")}
     assert [p.datacenter for p in kb.products] == [True, True, False, False, True]
-    assert kb.images[1].versions[0].equals == parse_version("24.05") and kb.images[1].versions[3].lo is None
+    triton = kb.images[1].versions
+    assert triton[0].versions.equals == parse_version("24.05") and triton[3].versions.lo is None
     assert [(i.name, i.source) for i in kb.images] == [("cuda", "S"), ("triton", "S"), ("fallback", "S")]
-    assert [(r.lo, r.hi) for r in kb.images[1].versions] == [
+    assert [(r.versions.lo, r.versions.hi) for r in kb.images[1].versions] == [
         (None, None), (parse_version("23.0"), parse_version("24.0")), (parse_version("24.10"), None),
         (None, parse_version("22.0"))]
 
@@ -65,19 +66,19 @@ def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
                                                                                             "version 'x'"),
     ("architectures", {"computeCapability": "8.0", "architecture": "A", "removedIn": "x"}, "architectures: CUDA "
                                                                                             "version 'x'"),
-    ("image-patterns", {"name": "n", "pattern": "[", "source": "s"}, "image-patterns n: bad regex '['"),
-    ("image-patterns", {"name": "n", "pattern": "x", "source": "s"}, "image-patterns n: pattern needs a (?P<cuda>) "
-                                                                       "or (?P<version>) group"),
-    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s"}, "image-patterns n: (?P<version>) "
+    ("image-profiles", {"name": "n", "pattern": "[", "source": "s"}, "image-profiles n: bad regex '['"),
+    ("image-profiles", {"name": "n", "pattern": "x", "source": "s"}, "image-profiles n: pattern needs a (?P<cuda>) "
+                                                                       "or (?P<version>) group, or versions"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s"}, "image-profiles n: (?P<version>) "
                                                                                     "needs a versions table"),
-    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
-        {"equals": "1.x", "cuda": "12.4"}]}, "image-patterns n: version '1.x' is not a version number"),
-    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
-        {"from": "1", "cuda": "x"}]}, "image-patterns n: CUDA version 'x'"),
-    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
-        {"from": "a.b", "cuda": "12"}]}, "image-patterns n: version 'a.b' is not a version number"),
-    ("image-patterns", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
-        {"before": "b", "cuda": "12"}]}, "image-patterns n: version 'b' is not a version number"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"equals": "1.x", "cuda": "12.4", "source": "s"}]}, "image-profiles n: version '1.x' is not a version number"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"from": "1", "cuda": "x", "source": "s"}]}, "image-profiles n: CUDA version 'x'"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"from": "a.b", "cuda": "12", "source": "s"}]}, "image-profiles n: version 'a.b' is not a version number"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"before": "b", "cuda": "12", "source": "s"}]}, "image-profiles n: version 'b' is not a version number"),
     ("mig-profiles", {"match": "(", "gpu": "g", "profiles": []}, "mig-profiles: bad regex '('"),
 ])
 def test_unusable_rows_are_knowledge_errors(table: str, row: dict[str, Any], message: str) -> None:
@@ -87,8 +88,9 @@ def test_unusable_rows_are_knowledge_errors(table: str, row: dict[str, Any], mes
 
 
 def test_a_version_pattern_with_a_versions_table_is_accepted() -> None:
-    kb = KnowledgeBase.from_tables({"image-patterns": [
-        {"name": "n", "pattern": "^i:(?P<version>.+)$", "source": "s", "versions": [{"equals": "1", "cuda": "12"}]}]})
+    kb = KnowledgeBase.from_tables({"image-profiles": [
+        {"name": "n", "pattern": "^i:(?P<version>.+)$", "source": "s",
+         "versions": [{"equals": "1", "cuda": "12", "source": "s"}]}]})
     assert kb.image_cuda("i:1") == ImageCuda(cuda("12"), "image i:1")
 
 
@@ -101,7 +103,9 @@ def test_driver_cuda(kb: KnowledgeBase, driver: str, best: str | None, exact: bo
 
 @pytest.mark.parametrize(("runtime", "branch"), [
     ("12.4", 550), ("12.4.1", 550), ("12.1", 550), ("12.0", 525), ("12.0.1", 525), ("11.4", 470), ("11.5", 525),
-    ("10.0", 440), ("12.5", None)])
+    ("10.2", 440), ("12.5", None),
+    # Older than the first branch's CUDA: a branch before the table's first may be the lowest, so no answer.
+    ("10.0", None)])
 def test_lowest_branch_for(kb: KnowledgeBase, runtime: str, branch: int | None) -> None:
     assert kb.lowest_branch_for(cuda(runtime)) == branch
 
