@@ -183,3 +183,24 @@ def test_network_devices_do_not_make_a_gpu_pod(tmp_path: Path) -> None:
     assert lint(tmp_path, both) == [("both", "gpu-no-eligible-node", "no node can run this pod: 1 node matches "
                                      "its nodeSelector/affinity but none offers nvidia.com/gpu: 1; it would stay "
                                      "Pending")]
+
+
+@pytest.mark.parametrize("plugins", [False, True])
+def test_the_webhook_applies_the_configured_plugin_to_a_deployment(tmp_path: Path, plugins: bool) -> None:
+    """A Deployment reaches the webhook before its Pods exist, so before the plugin added anything: the webhook
+    (here ``compatcheck review``, the same code offline) applies the configured plugin itself."""
+    from tests.conftest import admission_review
+
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ml"}, "spec": {
+        "selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}}, "spec": json.loads(GPU_POD)["spec"]}}}
+    (tmp_path / "review.json").write_text(json.dumps(admission_review(deploy)))
+    (tmp_path / "p.yaml").write_text(PROFILE.format(extra=""))
+    (tmp_path / "c.yaml").write_text("apiVersion: compatcheck/v1\n" +
+                                     ("admissionPlugins: [ExtendedResourceToleration]\n" if plugins else ""))
+    proc = cc("review", "review.json", "--nodes", "p.yaml", "--config", "c.yaml", cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    response = json.loads(proc.stdout)["response"]
+    warnings = [w for w in response.get("warnings", []) if w.startswith("gpu-toleration-missing")]
+    assert response["allowed"] is True
+    assert len(warnings) == (0 if plugins else 1)
