@@ -267,7 +267,8 @@ SERVING = "fixtures/_charts/serving"
 def test_helm_findings_map_to_the_template_line_that_wrote_the_field(helm_path: str) -> None:
     """The template's structure is walked along the finding's pointer: the server's --dtype line, not the warm-up
     init container's identical-looking one (text matching picked the first); items behind {{- if }} and
-    {{- range }} matched by content; a value written by toYaml maps to that action; one template rendering several
+    {{- range }} matched by content; a value written by toYaml maps to that action, one written by an include
+    into the named template's define; one template rendering several
     objects (a range, helm sorting a Service first) maps each into its own document."""
     env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
     proc = cc("lint", "--helm-chart", SERVING, "--release", "demo", "--set", "dtype=bfloat16", "--set", "debug=true",
@@ -285,6 +286,14 @@ def test_helm_findings_map_to_the_template_line_that_wrote_the_field(helm_path: 
         ("extended-resource-invalid", "demo-server", deployment, 40, 13),
         ("dtype-unsupported-by-gpu", "demo-worker-a", workers, 19, 11),
         ("dtype-unsupported-by-gpu", "demo-worker-b", workers, 19, 11)]
+    # A pod spec written by {{ include "serving.podSpec" . }}: the walk goes on in the named template's define.
+    helper = cc("lint", "--helm-chart", SERVING, "--set", "embedder.dtype=bfloat16", "--set", "embedder.model=m",
+                "--format", "json", env=env)
+    (finding,) = json.loads(helper.stdout)["findings"]
+    helpers = f"{SERVING}/templates/_helpers.tpl"
+    assert (ROOT / helpers).read_text().splitlines()[16] == "      - --dtype={{ .Values.embedder.dtype }}"
+    assert (finding["object"]["name"], finding["file"], finding["line"], finding["column"]) == (
+        "release-embedder", helpers, 17, 9)
 
 
 @pytest.mark.parametrize(("pointer", "line"), [

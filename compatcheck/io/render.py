@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from compatcheck.io.manifests import Document
-from compatcheck.io.templatemap import TemplateWalker
+from compatcheck.io.templatemap import Define, TemplateWalker, find_defines
 
 _SOURCE = re.compile(r"^# Source: (?P<path>.+?)\s*$", re.MULTILINE)
 
@@ -32,6 +32,7 @@ class Rendered:
     sources: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     template_lines: dict[str, list[str]] = field(default_factory=dict)
     _walkers: dict[int, TemplateWalker] = field(default_factory=dict)
+    _defines: dict[str, Define] | None = None
 
     def locate(self, doc: Document, pointer: str, line: int) -> tuple[str, int, int | None]:
         """Where a field of a rendered document was written: its template file and the template line found by
@@ -41,23 +42,45 @@ class Rendered:
         if src is None:
             return self.name, line, None
         template, _first, ordinal = src
-        lines = self.template_lines.get(template)
-        if lines is None:
-            try:
-                with open(template, encoding="utf-8") as fh:
-                    lines = fh.read().splitlines()
-            except OSError:
-                lines = []
-            self.template_lines[template] = lines
         walker = self._walkers.get(doc.index)
         if walker is None:
-            walker = self._walkers[doc.index] = TemplateWalker.of(lines, doc.data, ordinal)
-        found = walker.line(pointer, doc.data) or 1
+            walker = self._walkers[doc.index] = TemplateWalker.of(self._lines(template), doc.data, ordinal, template,
+                                                                  self.defines())
+        path, line_found = walker.where(pointer, doc.data)
+        found = line_found or 1
+        lines = self._lines(path)
         text = lines[found - 1] if 0 < found <= len(lines) else ""
         rest = text.lstrip(" ")
         while rest.startswith("- "):  # the item's content, as the linter's own columns point at it
             rest = rest[2:].lstrip(" ")
-        return template, found, len(text) - len(rest) + 1
+        return path, found, len(text) - len(rest) + 1
+
+    def _lines(self, path: str) -> list[str]:
+        lines = self.template_lines.get(path)
+        if lines is None:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                lines = []
+            self.template_lines[path] = lines
+        return lines
+
+    def defines(self) -> dict[str, Define]:
+        """The chart's named templates (its own and its subcharts' templates/), read once."""
+        if self._defines is None:
+            files: dict[str, list[str]] = {}
+            if self.chart_dir is not None:
+                for root, dirs, names in os.walk(self.chart_dir):
+                    dirs.sort()
+                    if os.path.basename(root) != "templates" and "templates" not in root.split(os.sep):
+                        continue
+                    for name in sorted(names):
+                        if name.endswith((".tpl", ".yaml", ".yml", ".txt")):
+                            path = os.path.relpath(os.path.join(root, name))
+                            files[path] = self._lines(path)
+            self._defines = find_defines(files)
+        return self._defines
 
 
 def _run(cmd: list[str], what: str) -> str:

@@ -21,6 +21,31 @@ from compatcheck.core.pointers import split_pointer
 _ACTION = re.compile(r"\{\{.*?\}\}")
 # Actions that write YAML content (not control flow).
 _WRITER = re.compile(r"\b(toYaml|toJson|include|template|tpl|toPrettyJson)\b|\.Files\.")
+# A named template written here ({{ include "x.podSpec" . | nindent 6 }}): the walk goes on in its define.
+_INCLUDE = re.compile(r"\b(?:include|template)\s+\"(?P<name>[^\"]+)\"")
+_BLOCK_ACTION = re.compile(r"\{\{-?\s*(?P<word>define|block|if|range|with|end)\b(?:\s+\"(?P<name>[^\"]*)\")?")
+MAX_INCLUDE_DEPTH = 8
+
+# A named template: the file that defines it and the lines of its body (start inclusive, end exclusive).
+Define = tuple[str, list[str], int, int]
+
+
+def find_defines(files: dict[str, list[str]]) -> dict[str, Define]:
+    """The ``{{ define "name" }}`` blocks of a chart's template files (``_helpers.tpl`` and the others), matched
+    to their own ``{{ end }}`` across nested if/range/with blocks."""
+    out: dict[str, Define] = {}
+    for path, lines in files.items():
+        stack: list[tuple[str, str | None, int]] = []
+        for number, line in enumerate(lines):
+            for m in _BLOCK_ACTION.finditer(line):
+                word = m.group("word")
+                if word != "end":
+                    stack.append((word, m.group("name"), number))
+                elif stack:
+                    opened, name, start = stack.pop()
+                    if opened == "define" and name and name not in out:
+                        out[name] = (path, lines, start + 1, number)
+    return out
 _KEY = re.compile(r"""^(?P<key>"[^"]*"|'[^']*'|[^\s#'"{\[][^:#]*?)\s*:(?:\s+(?P<value>.*))?$""")
 
 
@@ -82,13 +107,17 @@ def _inline(text: str) -> str:
 
 
 class TemplateWalker:
-    """Maps JSON pointers of one rendered object to lines of the template document it was rendered from."""
+    """Maps JSON pointers of one rendered object to lines of the template document it was rendered from (and of
+    the named templates it includes, given ``defines``)."""
 
-    def __init__(self, records: list[_Line]) -> None:
+    def __init__(self, records: list[_Line], path: str = "", defines: dict[str, Define] | None = None) -> None:
         self.records = records
+        self.path = path
+        self.defines = defines or {}
 
     @classmethod
-    def of(cls, lines: list[str], obj: Any, ordinal: int = 0) -> TemplateWalker:
+    def of(cls, lines: list[str], obj: Any, ordinal: int = 0, path: str = "",
+           defines: dict[str, Define] | None = None) -> TemplateWalker:
         """The walker over the template document that rendered ``obj``: the file's documents (split at ``---``)
         whose literal ``kind:`` is the object's; among several, the one whose literal ``name:`` is its name, else
         the ``ordinal``-th (the object's rank among the documents this template rendered)."""
@@ -98,22 +127,22 @@ class TemplateWalker:
                 bounds.append((start, i))
                 start = i + 1
         bounds.append((start, len(lines)))
-        docs = [r for r in (_records(lines, a, b) for a, b in bounds) if any(not x.control for x in r)]
+        docs = [r for r in (_records(lines, a, b) for a, b in bounds)
+                if any(not x.control or _WRITER.search(x.text) for x in r)]
         if not docs:
-            return cls([])
+            return cls([], path, defines)
         kind = obj.get("kind") if isinstance(obj, dict) else None
         name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
 
         def top(doc: list[_Line], key: str) -> str | None:
-            indent = min(r.indent for r in doc if not r.control)
+            indent = min((r.indent for r in doc if not r.control), default=0)
             for r in doc:
                 if r.indent == indent and not r.control and _key(r.text) == key:
                     return _inline(r.text)
             return None
 
         def literal_name(doc: list[_Line]) -> str | None:
-            walker = cls(doc)
-            line = walker._find(["metadata", "name"], obj)
+            line = cls(doc)._find(["metadata", "name"], obj)[1]
             rec = next((r for r in doc if r.number == line and _key(r.text) == "name"), None)
             return _inline(rec.text).strip("\"'") if rec is not None else None
 
@@ -121,44 +150,57 @@ class TemplateWalker:
         if len(same_kind) > 1 and name:
             named = [d for d in same_kind if literal_name(d) == name]
             if len(named) == 1:
-                return cls(named[0])
-        return cls(same_kind[min(ordinal, len(same_kind) - 1)])
+                return cls(named[0], path, defines)
+        return cls(same_kind[min(ordinal, len(same_kind) - 1)], path, defines)
 
     def line(self, pointer: str, obj: Any) -> int | None:
-        """The template line of the deepest node of ``pointer`` the template spells out (None: not even the
-        first key, e.g. an object written wholly by an include)."""
+        """The line of the deepest node of ``pointer`` the template spells out (None: not even the first key)."""
+        return self.where(pointer, obj)[1]
+
+    def where(self, pointer: str, obj: Any) -> tuple[str, int | None]:
+        """The file and line of the deepest node of ``pointer`` the template, or a named template it includes,
+        spells out; (this template's path, None) when not even the first key is."""
         return self._find(split_pointer(pointer), obj)
 
     # ------------------------------------------------------------------------------------------------ walking
 
-    def _find(self, tokens: list[str], obj: Any) -> int | None:
+    def _find(self, tokens: list[str], obj: Any, depth: int = 0) -> tuple[str, int | None]:
         region = list(range(len(self.records)))
-        best: int | None = None
+        best: tuple[str, int | None] = (self.path, None)
         node = obj
-        for token in tokens:
+        for k, token in enumerate(tokens):
             if not region:
                 break
             if isinstance(node, list):
                 if not token.isdigit() or int(token) >= len(node):
                     break
                 found = self._item(region, int(token), node)
-                node = node[int(token)]
+                child = node[int(token)]
             elif isinstance(node, dict):
                 if token not in node:
                     break
                 found = self._entry(region, token)
-                node = node[token]
+                child = node[token]
             else:
                 break
             if found is None:
                 # Not spelled out here: the action that writes this part of the object ({{ toYaml ... }},
-                # {{ include ... }}) is the line that wrote the value, when there is exactly one.
-                writers = [self.records[i].number for i in region if self.records[i].control
+                # {{ include ... }}) is the line that wrote the value, when there is exactly one; an included
+                # named template is walked on.
+                writers = [self.records[i] for i in region if self.records[i].control
                            and _WRITER.search(self.records[i].text)]
                 if len(writers) == 1:
-                    best = writers[0]
+                    best = (self.path, writers[0].number)
+                    m = _INCLUDE.search(writers[0].text)
+                    if m and m.group("name") in self.defines and depth < MAX_INCLUDE_DEPTH:
+                        path, lines, start, end = self.defines[m.group("name")]
+                        inner = TemplateWalker(_records(lines, start, end), path, self.defines)
+                        deeper = inner._find(tokens[k:], node, depth + 1)
+                        if deeper[1] is not None:
+                            best = deeper
                 break
-            best, region = found
+            best, region = (self.path, found[0]), found[1]
+            node = child
         return best
 
     def _children(self, region: list[int]) -> tuple[int | None, list[int]]:
