@@ -6,8 +6,9 @@ A template is not YAML (``{{ }}`` actions may stand anywhere), so it is read lin
 structure: indentation, ``key:`` lines, ``- `` items. Lines that are only actions (``{{- if }}``, ``{{- end }}``,
 ``{{- range }}``) are control flow: they are skipped, and the sequence items under a control line are matched to
 the rendered items by their content (a ``name:``, a scalar's literal text) rather than by position. Where the
-template cannot say more (a value written by ``{{ toYaml .Values.x | nindent 8 }}`` or an ``include``), the walk
-stops at the deepest line it found: that is the line that wrote the value. Reads nothing: callers pass lines.
+template cannot say more, the walk goes on in the named template that an ``{{ include "x" . }}`` writes there (its
+``define``, found by ``find_defines``), or stops at the action that wrote the value (``{{ toYaml .Values.x |
+nindent 8 }}``), else at the deepest line it found. Reads nothing: callers pass lines.
 """
 
 from __future__ import annotations
