@@ -204,3 +204,24 @@ def test_the_webhook_applies_the_configured_plugin_to_a_deployment(tmp_path: Pat
     warnings = [w for w in response.get("warnings", []) if w.startswith("gpu-toleration-missing")]
     assert response["allowed"] is True
     assert len(warnings) == (0 if plugins else 1)
+
+
+ZONE_POD = pod("zonal", {"nvidia.com/gpu": 1}, nodeSelector={"topology.kubernetes.io/zone": "us-east1-b"},
+               tolerations=[{"operator": "Exists"}])
+ZONE_AFFINITY = pod("zonal", {"nvidia.com/gpu": 1}, tolerations=[{"operator": "Exists"}], affinity={"nodeAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["g2-standard-8"]}]}]}}})
+
+
+@pytest.mark.parametrize("manifest", [ZONE_POD, ZONE_AFFINITY], ids=["selector", "affinity"])
+def test_a_profile_silent_about_zones_does_not_judge_zone_selectors(tmp_path: Path, manifest: str) -> None:
+    """Every real node has a zone and an instance type; a profile that names none does not know them, so a
+    selector on them is not judged (it is, as soon as a pool says what its nodes carry)."""
+    assert lint(tmp_path, manifest) == []
+    pinned = PROFILE.replace("    driver: \"535.104.05\"\n", "    driver: \"535.104.05\"\n    zones: [us-central1-a]\n"
+                             "    instanceType: n1-standard-8\n", 1)
+    (tmp_path / "pinned.yaml").write_text(pinned.format(extra=""))
+    proc = cc("lint", "m.yaml", "--nodes", "pinned.yaml", "--format", "json", cwd=tmp_path)
+    assert [(f["rule"], f["message"]) for f in json.loads(proc.stdout)["findings"]] == [
+        ("gpu-no-eligible-node", "no node can run this pod: none of the 2 nodes matches its nodeSelector/affinity; "
+         "it would stay Pending")]

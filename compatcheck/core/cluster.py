@@ -780,6 +780,9 @@ class Cluster:
         # Admission plugins the cluster's API server runs that change what a pod tolerates (a ClusterProfile's
         # ``admissionPlugins``; see ``ADMISSION_PLUGINS``).
         self.admission_plugins: frozenset[str] = frozenset()
+        # Label keys the description of the cluster is silent about (a ClusterProfile that gives no zone): every
+        # real node has them, with values nobody wrote down, so selectors on them are not judged.
+        self.unknown_keys: frozenset[str] = frozenset()
         self._index: _NodeIndex | None = None
         self._lock = threading.Lock()
 
@@ -789,7 +792,7 @@ class Cluster:
     def placement(self, spec: JsonObject) -> list[NodeClass]:
         """The classes with a node that nodeSelector, nodeName and required node affinity admit, in class
         order (what ``placement_matches`` says of each class, without looking at every node)."""
-        p = _Placement.of(spec)
+        p = _Placement.of(self._known(spec))
         if not p.per_node:
             return [cls for cls in self.classes if p.admits(None, cls.labels)]
         return self._node_index().placed(p)
@@ -797,10 +800,37 @@ class Cluster:
     def placed_node_count(self, spec: JsonObject) -> int:
         """How many nodes nodeSelector, nodeName and required node affinity admit (not how many classes: a
         hostname selector admits one node of its class)."""
-        p = _Placement.of(spec)
+        p = _Placement.of(self._known(spec))
         if not p.per_node:
             return sum(cls.count for cls in self.classes if p.admits(None, cls.labels))
         return self._node_index().count(p)
+
+    def _known(self, spec: JsonObject) -> JsonObject:
+        """``spec``'s placement without what it says about ``unknown_keys`` (a term that said nothing else admits
+        every node: the terms are ORed)."""
+        if not self.unknown_keys:
+            return spec
+        unknown = self.unknown_keys
+        sel = spec.get("nodeSelector")
+        terms = required_terms(spec)
+        if not (isinstance(sel, dict) and unknown & set(map(str, sel))) and not any(
+                e.get("key") in unknown for t in terms or () for e in _exprs(t, "matchExpressions")):
+            return spec
+        out = dict(spec)
+        if isinstance(sel, dict):
+            out["nodeSelector"] = {k: v for k, v in sel.items() if str(k) not in unknown}
+        if terms is not None:
+            kept = []
+            for t in terms:
+                exprs = [e for e in _exprs(t, "matchExpressions") if e.get("key") not in unknown]
+                fields = _exprs(t, "matchFields")
+                if not exprs and not fields and _exprs(t, "matchExpressions"):
+                    out.pop("affinity", None)  # this term admits every node, so the OR does
+                    return out
+                kept.append({**t, "matchExpressions": exprs})
+            out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": kept}}}
+        return out
 
     def carry_over(self, previous: Cluster) -> None:
         """Start from ``previous``'s placement indexes where they still hold (see ``_NodeIndex.carried``)."""
@@ -975,6 +1005,14 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
                 "status": {"allocatable": allocatable, "nodeInfo": {"operatingSystem": os_name, "architecture": arch}},
             })
     return nodes, errors
+
+
+# The cloud provider's labels of a Node, which a ClusterProfile gives only if its author says so (zones, region,
+# instanceType). When no pool of a profile gives one, the cluster is silent about it (``Cluster.unknown_keys``).
+PROVIDER_LABELS = frozenset({
+    "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/region", "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+})
 
 
 def well_known_labels(name: str, os_name: str, arch: str, zone: str | None, region: object,
