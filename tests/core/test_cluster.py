@@ -409,3 +409,31 @@ def test_placement_fields_of_the_wrong_type_place_nowhere_in_particular(spec: di
     cluster = build_cluster(pool(2, rack=lambda i: f"r{i}"), KB)
     assert cluster.placement(spec) == cluster.classes and cluster.placed_node_count(spec) == 2
     assert placement_matches(spec, cluster.classes[0])
+
+
+ZONE, KIND = "topology.kubernetes.io/zone", "nvidia.com/gpu.product"
+
+
+def _terms(*terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}}}}
+
+
+@pytest.mark.parametrize(("spec", "placed"), [
+    ({"nodeSelector": {ZONE: "z9"}}, ["a", "b"]),  # the zone is unknown: not judged
+    ({"nodeSelector": {ZONE: "z9", KIND: "Tesla-T4"}}, ["a"]),  # what is known still is
+    (_terms([{"key": ZONE, "operator": "In", "values": ["z9"]}, {"key": KIND, "operator": "In", "values": ["L4"]}]),
+     ["b"]),
+    (_terms([{"key": KIND, "operator": "In", "values": ["nope"]}], [{"key": ZONE, "operator": "NotIn", "values": []}]),
+     ["a", "b"]),  # a term that says only unknown things admits every node, and so does the OR of the terms
+    (_terms([{"key": KIND, "operator": "In", "values": ["nope"]}]), []),
+    ({"nodeSelector": {"kubernetes.io/hostname": "b-0"}}, ["b"]),  # placement labels stay exact
+])
+def test_unknown_keys_are_not_judged(spec: dict[str, Any], placed: list[str]) -> None:
+    nodes = [{"metadata": {"name": f"{n}-0", "labels": {"kubernetes.io/hostname": f"{n}-0", KIND: kind}}}
+             for n, kind in (("a", "Tesla-T4"), ("b", "L4"))]
+    cluster = build_cluster(nodes, KB)
+    cluster.unknown_keys = frozenset({ZONE})
+    assert sorted(m.name[0] for c in cluster.placement(spec) for m in c.members
+                  if cluster.placed_node_count(spec)) == placed
+    assert cluster.placed_node_count(spec) == len(placed)
