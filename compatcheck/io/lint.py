@@ -42,7 +42,8 @@ class LintOptions:
     config: Config = field(default_factory=Config)
     baseline: Counter[baseline_mod.Key] | None = None
     # Rendered files (helm template): maps a parsed file to the path findings should name.
-    source_map: Callable[[Document, int], tuple[str, int | None]] | None = None
+    # (document, pointer, line in the rendered text) -> (file, line, column or None)
+    source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
 
 
 @dataclass
@@ -91,7 +92,8 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
-    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes)
+    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
+                               admission_plugins=options.config.admission_plugins)
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
@@ -125,14 +127,14 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
 
 def _path(doc: Document, options: LintOptions) -> str:
     """The file findings in ``doc`` name: the document's own, or the template it was rendered from."""
-    return options.source_map(doc, doc.line)[0] if options.source_map is not None else doc.path
+    return options.source_map(doc, "", doc.line)[0] if options.source_map is not None else doc.path
 
 
 def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:
     line, col = doc.locate(pointer)
     if options.source_map is not None:
-        path, mapped = options.source_map(doc, line)
-        return path, mapped or line, col
+        path, mapped, mapped_col = options.source_map(doc, pointer, line)
+        return path, mapped, mapped_col or col
     return doc.path, line, col
 
 

@@ -79,8 +79,9 @@ class Snapshot:
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
            synced: bool = True, nodes_version: str = "", node_problems: int = 0,
-           dra: DraIndex | None = None, runtimes: RuntimeIndex | None = None) -> Snapshot:
-        ctx = EvalContext(kb, cluster, index)
+           dra: DraIndex | None = None, runtimes: RuntimeIndex | None = None,
+           admission_plugins: frozenset[str] = frozenset()) -> Snapshot:
+        ctx = EvalContext(kb, cluster, index, admission_plugins=admission_plugins)
         if dra is not None:
             ctx.dra = dra
         if runtimes is not None:
@@ -150,7 +151,7 @@ class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
 
     def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, admission_plugins: frozenset[str] = frozenset()) -> None:
         cluster: Cluster | None = None
         if nodes:
             cluster, found = load_nodes(nodes, kb, max_bytes)
@@ -168,7 +169,8 @@ class StaticView:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
             invalid = len(bad)
         problems = NodeProblemLog(metrics).update(cluster)
-        self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems)
+        self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems,
+                                    admission_plugins=admission_plugins)
 
     def health(self) -> ViewHealth:
         return ViewHealth(True)
@@ -461,17 +463,19 @@ class LiveView:
     """Nodes, CRL ConfigMaps and the DRA objects from the API server, kept current by watches."""
 
     def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
-                 dra: bool = True, serving_runtimes: bool = True) -> None:
+                 dra: bool = True, serving_runtimes: bool = True,
+                 admission_plugins: frozenset[str] = frozenset()) -> None:
         from kubernetes import client
 
         self.kb = kb
+        self.admission_plugins = admission_plugins
         self.metrics = metrics
         self.debounce = debounce
         core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._rebuild_lock = threading.Lock()
-        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
+        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex(), admission_plugins=admission_plugins), False)
 
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
@@ -535,7 +539,7 @@ class LiveView:
             runtimes = build_runtime_index([o for w in self.runtime_watches for o in w.values()[1]])
             unreadable = self.node_problems.update(cluster)
             self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra,
-                                        runtimes)
+                                        runtimes, self.admission_plugins)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 
