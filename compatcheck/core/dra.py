@@ -213,6 +213,8 @@ class DeviceRequest:
     name: str
     alternatives: tuple[Alternative, ...]  # one for ``exactly``; the subrequests of ``firstAvailable``
     pointer: str
+    # ``constraints[].matchAttribute`` that name this request (or every request): its devices share the value.
+    match_attributes: tuple[str, ...] = ()
 
 
 def read_claim_spec(spec: JsonObject, base: str) -> tuple[list[DeviceRequest], str | None]:
@@ -233,6 +235,14 @@ def read_claim_spec(spec: JsonObject, base: str) -> tuple[list[DeviceRequest], s
             body = mapping(r.get("exactly")) if isinstance(r.get("exactly"), dict) else r  # v1beta1: inline
             alts.append(_alternative(body, name, f"{ptr}/exactly" if isinstance(r.get("exactly"), dict) else ptr))
         out.append(DeviceRequest(name, tuple(alts), ptr))
+    for c in sequence(devices.get("constraints")):
+        c = mapping(c)
+        attribute = text(c.get("matchAttribute"))
+        if attribute is None:
+            continue
+        named = {str(n) for n in sequence(c.get("requests"))}
+        out = [DeviceRequest(r.name, r.alternatives, r.pointer, (*r.match_attributes, attribute))
+               if not named or r.name in named or any(r.name == n.split("/")[0] for n in named) else r for r in out]
     sharing = None
     for cfg in sequence(devices.get("config")):
         opaque = mapping(mapping(cfg).get("opaque"))
@@ -365,6 +375,7 @@ class PodRequest:
     alternatives: tuple[ResolvedAlternative, ...]
     sharing: str | None = None
     count_override: int | None = None  # an extended resource: the quantity asked for
+    match_attributes: tuple[str, ...] = ()  # constraints: the devices allocated share these attributes' values
 
     @property
     def nvidia_gpu(self) -> bool:
@@ -485,7 +496,8 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
                         notes.append((ptr, f"DeviceClass {alt.class_name!r} of {where} request {alt.name!r} "
                                            f"{missing}: its selectors were not applied"))
                 alts.append(ResolvedAlternative(alt, cls))
-            mine.append(PodRequest(claim_name, r.name, f"{where} request {r.name!r}", ptr, tuple(alts), sharing))
+            mine.append(PodRequest(claim_name, r.name, f"{where} request {r.name!r}", ptr, tuple(alts), sharing,
+                                   match_attributes=r.match_attributes))
         by_claim[claim_name] = tuple(mine)
         requests.extend(mine)
     return PodClaims(tuple(requests), by_claim, tuple(notes))
@@ -600,16 +612,19 @@ class Allocator:
             if not chosen:
                 reasons.append(self._none_reason(ra, placed))
                 continue
-            per_node: dict[str, int] = {}
-            shared = 0
+            per_node: dict[tuple[str | None, tuple[str, ...]], int] = {}
             for d in chosen:
-                if d.node is None:
-                    shared += 1
-                else:
-                    per_node[d.node] = per_node.get(d.node, 0) + 1
-            best = max(per_node.values(), default=0) + shared
+                values = _match_values(d, request.match_attributes)
+                if values is not None:  # a device without a matchAttribute attribute cannot be allocated with it
+                    key = (d.node, values)
+                    per_node[key] = per_node.get(key, 0) + 1
+            shared = {v: n for (node, v), n in per_node.items() if node is None}
+            best = max((n + shared.get(v, 0) for (node, v), n in per_node.items() if node is not None),
+                       default=max(shared.values(), default=0))
             if count is not None and best < count:
-                reasons.append(f"it asks for {count} devices on one node and at most {best} "
+                same = (f" with the same {', '.join(request.match_attributes)}" if request.match_attributes
+                        else "")
+                reasons.append(f"it asks for {count} devices{same} on one node and at most {best} "
                                f"{'matches' if best == 1 else 'match'} on any node")
                 continue
             return Allocation(tuple(chosen))
@@ -635,6 +650,19 @@ class Allocator:
                 return (f"{have}, and none of the {len(in_class)} of DeviceClass {name} satisfies the selector "
                         f"{_short(' && '.join(ra.alt.selectors))}")
         return f"no device satisfies DeviceClass {name} ({have})"
+
+
+def _match_values(d: Device, attributes: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values of the ``matchAttribute`` attributes (fully qualified: domain/name) on a device; None when one is
+    missing (the scheduler cannot allocate such a device under the constraint)."""
+    out = []
+    for qualified in attributes:
+        domain, name = _qualified(qualified, d.driver)
+        value = d.input.attributes.get(domain, {}).get(name)
+        if value is None:
+            return None
+        out.append(value.text if isinstance(value, Semver) else repr(value))
+    return tuple(out)
 
 
 def _flatten(device: DeviceInput) -> tuple[tuple[str, str, str], ...]:

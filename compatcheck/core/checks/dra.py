@@ -55,7 +55,8 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
                 yield Violation(f"request {request.name!r}: DeviceClass {', '.join(map(repr, missing))} does not "
                                 "exist; no device can be allocated for it", request.pointer)
             continue
-        outcome = inventory.allocator.serve(PodRequest("", request.name, "", request.pointer, tuple(resolved)))
+        outcome = inventory.allocator.serve(PodRequest("", request.name, "", request.pointer, tuple(resolved),
+                                                       match_attributes=request.match_attributes))
         if not outcome.devices and not outcome.unknown:
             yield Violation(f"request {request.name!r}: no device of the cluster can serve it: "
                             f"{outcome.reason}", request.pointer)
