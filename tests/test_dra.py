@@ -87,6 +87,11 @@ def test_syntax_errors_and_what_the_evaluator_lacks_are_told_apart() -> None:
     assert exc.value.kind == "syntax"
     with pytest.raises(CelUnsupported):
         compile_selector("cel.bind(x, device.driver, x == 'gpu.nvidia.com')")
+    # the device is a declared object: another field is a compile error, as in the API server
+    with pytest.raises(CelError) as exc:
+        compile_selector("device.nosuchfield == 'x'")
+    assert (exc.value.kind, str(exc.value)) == ("syntax", "undefined field 'nosuchfield'")
+    compile_selector("device.driver == 'device.other'")  # not in a string literal
 
 
 NVIDIA_SLICE: dict[str, Any] = {

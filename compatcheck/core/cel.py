@@ -347,6 +347,13 @@ def device_activation(device: DeviceInput) -> dict[str, Any]:
 _UNSUPPORTED = re.compile(r"undeclared reference to '(?P<name>[^']+)'")
 
 
+# The fields of the ``device`` variable (k8s.io/dynamic-resource-allocation/cel: a declared object type, so the API
+# server refuses a selector that names another one when the DeviceClass or claim is created).
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+_LITERALS = re.compile(r"""'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*\"""")
+_DEVICE_FIELD = re.compile(r"\bdevice\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
 class Selector:
     """A compiled selector expression."""
 
@@ -361,6 +368,9 @@ class Selector:
         except celpy.CELParseError as exc:
             where = f" at line {exc.line}, column {exc.column}" if getattr(exc, "line", None) else ""
             raise CelError(f"syntax error{where}", "syntax") from None
+        for m in _DEVICE_FIELD.finditer(_LITERALS.sub('""', expression)):
+            if m.group(1) not in DEVICE_FIELDS:  # the API server type-checks the device object's fields
+                raise CelError(f"undefined field '{m.group(1)}'", "syntax")
         self._program = env.program(ast, functions=_functions())
 
     def matches(self, device: DeviceInput) -> bool:

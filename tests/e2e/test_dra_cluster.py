@@ -199,3 +199,36 @@ def test_the_dra_inventory_is_rebuilt_only_when_a_dra_object_changes(kapi: KubeA
         assert view.snapshot.ctx.cluster.dra is not inventory  # type: ignore[union-attr]
     finally:
         view.stop()
+
+
+# Selectors the real API server accepts or refuses when a ResourceClaimTemplate is created, and what compatcheck's
+# CEL says of them: a compile error (syntax, a field the device has not) is refused by both; what only fails on a
+# device (a missing attribute, a Semver compared with a string) is accepted by both and fails at allocation.
+SELECTORS = [
+    ("device.driver == 'gpu.nvidia.com'", True),
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('7.5.0'))", True),
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo(semver('8.0.0')) >= 0", True),
+    ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", True),
+    ("device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('a100')", True),
+    ("'profile' in device.attributes['gpu.nvidia.com']", True),
+    ("device.attributes['gpu.nvidia.com'].driverVersion == '550.54.15'", True),
+    ("device.driver ==", False),
+    ("device.nosuchfield == 'x'", False),
+    ("device.driver == 'a' &&", False),
+]
+
+
+def test_the_api_server_and_compatcheck_agree_on_which_selectors_compile(kapi: KubeAPIServer) -> None:
+    from compatcheck.core.cel import CelError, compile_selector
+
+    ns = namespace(kapi.client(), "cel-parity")  # no webhook watches it: the API server alone decides
+    got = []
+    for i, (expression, _) in enumerate(SELECTORS):
+        rc, _out = apply(kapi, ns, template(f"t{i}", "gpu.nvidia.com", expression))
+        try:
+            compile_selector(expression)
+            ours = True
+        except CelError:
+            ours = False
+        got.append((expression, rc == 0, ours))
+    assert got == [(e, ok, ok) for e, ok in SELECTORS]
