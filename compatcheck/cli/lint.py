@@ -16,6 +16,7 @@ from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
 from compatcheck.io.lint import LintedObject, LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from compatcheck.io.manifests import PathFilter
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
 from compatcheck.report.model import LintReport
@@ -33,6 +34,9 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
                    help="extra rule directory: <dir>/*.yaml rules, <dir>/data/*.yaml tables (repeatable)")
     p.add_argument("--rule", metavar="ID", action="append", help="run only these rules (repeatable)")
     p.add_argument("--max-file-size", metavar="MIB", type=int, default=16, help="largest file read (MiB)")
+    p.add_argument("--exclude", metavar="PATTERN", action="append", default=[],
+                   help="leave out input paths matching this .gitignore-style pattern, relative to the working "
+                        "directory (repeatable; adds to the config file's exclude:)")
     p.add_argument("--helm-chart", metavar="DIR", help="render a chart with `helm template` and lint the result")
     p.add_argument("-f", "--values", metavar="FILE", action="append", default=[], help="helm values file (repeatable)")
     p.add_argument("--set", metavar="K=V", action="append", default=[], help="helm --set (repeatable)")
@@ -76,9 +80,10 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
             raise CommandError(f"unknown or disabled rule(s): {', '.join(unknown)}")
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
+    exclude = PathFilter().add(config.exclude, config.root or os.getcwd()).add(args.exclude, os.getcwd())
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
-                          config=config)
+                          config=config, exclude=exclude or None)
     return config, loaded, options, _render_input(args, options)
 
 
@@ -105,6 +110,7 @@ def lint_command(args: argparse.Namespace) -> int:
     if baseline_file:
         try:
             options.baseline = baseline_mod.load(baseline_file)
+            options.baseline_root = baseline_mod.root_of(baseline_file)
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
@@ -113,7 +119,7 @@ def lint_command(args: argparse.Namespace) -> int:
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
         with open(args.write_baseline, "w", encoding="utf-8") as fh:
-            fh.write(baseline_mod.dump(report.findings))
+            fh.write(baseline_mod.dump(report.findings, baseline_mod.root_of(args.write_baseline)))
         print(f"wrote {len(report.findings)} findings to {args.write_baseline}", file=sys.stderr)
         return EXIT_ERROR if report.errors else EXIT_OK
     _emit(args, report)

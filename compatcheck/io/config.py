@@ -55,7 +55,7 @@ def load_config(path: str | None) -> Config:
     """Parse and validate a config file (None = defaults). Raises ConfigError with every located problem."""
     if path is None:
         return Config()
-    parsed = read_file(path)
+    parsed = read_file(path, strict=True)
     problems = [replace(e, kind="config") for e in parsed.errors]
     if problems:
         raise ConfigError(problems)
@@ -101,4 +101,5 @@ def load_config(path: str | None) -> Config:
         fixes_enabled=frozenset(fixes["enabled"]) if "enabled" in fixes else None,
         fixes_disabled=frozenset(fixes.get("disabled", ())), allow_unsafe=frozenset(fixes.get("allowUnsafe", ())),
         webhook=dict(data.get("webhook") or {}),
+        exclude=tuple(data.get("exclude") or ()), root=str(base),
     )

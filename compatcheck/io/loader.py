@@ -69,7 +69,7 @@ def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False)
         data: dict[str, Any] = docs[0]
         data["__doc__"] = None
         return data
-    parsed = read_file(str(path))
+    parsed = read_file(str(path), strict=True)
     problems.extend(replace(err, kind="rules") for err in parsed.errors)
     if parsed.errors:
         return None
