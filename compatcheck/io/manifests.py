@@ -544,6 +544,11 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
     return index
 
 
+# Strings that the container's shell or program expands at run time, never compatcheck: a placeholder there is
+# the program's (env: [{value: "${LD_LIBRARY_PATH}:/usr/local/nvidia/lib64"}], args: [--port=${PORT}]).
+_RUNTIME_STRINGS = frozenset({"env", "command", "args"})
+
+
 def _placeholder(data: Any) -> str | None:
     """The first unrendered placeholder among the scalars of a Kubernetes object of a workload kind, if any."""
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(
@@ -556,7 +561,8 @@ def _placeholder(data: Any) -> str | None:
             for k, v in value.items():
                 if "{{" in k or "${" in k:
                     return str(k)
-                stack.append(v)
+                if k not in _RUNTIME_STRINGS:
+                    stack.append(v)
         elif isinstance(value, list):
             stack.extend(value)
         elif isinstance(value, str) and ("${" in value or "{{" in value) and "\n" not in value and (
