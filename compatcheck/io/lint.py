@@ -44,7 +44,8 @@ class LintOptions:
     # Input paths to leave out of directory walks (.gitignore-style patterns, see ``expand_paths``).
     exclude: PathFilter | None = None
     # Rendered files (helm template): maps a parsed file to the path findings should name.
-    source_map: Callable[[Document, int], tuple[str, int | None]] | None = None
+    # (document, pointer, line in the rendered text) -> (file, line, column or None)
+    source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
 
 
 _POD_KINDS = known_kind_names()
@@ -107,7 +108,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    return parsed, EvalContext(loaded.kb, cluster, index)
+    return parsed, EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
@@ -152,14 +153,14 @@ def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:
 
 def _path(doc: Document, options: LintOptions) -> str:
     """The file findings in ``doc`` name: the document's own, or the template it was rendered from."""
-    return options.source_map(doc, doc.line)[0] if options.source_map is not None else doc.path
+    return options.source_map(doc, "", doc.line)[0] if options.source_map is not None else doc.path
 
 
 def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:
     line, col = doc.locate(pointer)
     if options.source_map is not None:
-        path, mapped = options.source_map(doc, line)
-        return path, mapped or line, col
+        path, mapped, mapped_col = options.source_map(doc, pointer, line)
+        return path, mapped, mapped_col or col
     return doc.path, line, col
 
 

@@ -29,6 +29,8 @@ from compatcheck.core.cluster import (
     NodeClass,
     NodeFacts,
     build_cluster,
+    implied_tolerations,
+    is_extended_resource,
     is_gpu_resource,
     offers_resources,
     placement_matches,
@@ -87,6 +89,15 @@ class EvalContext:
     # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
     placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
                                                                                  repr=False)
+    # kube-apiserver admission plugins that change what a pod tolerates (config ``admissionPlugins``); a
+    # ClusterProfile's own list (``Cluster.admission_plugins``) adds to it.
+    admission_plugins: frozenset[str] = frozenset()
+
+    @property
+    def plugins(self) -> frozenset[str]:
+        if self.cluster is not None and self.cluster.admission_plugins:
+            return self.admission_plugins | self.cluster.admission_plugins
+        return self.admission_plugins
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
@@ -239,6 +250,23 @@ class PodAnalysis:
         return bool(self.gpu_containers)
 
     @once
+    def implied_tolerations(self) -> list[JsonObject]:
+        """Tolerations the API server's admission plugins add to this pod (``EvalContext.plugins``): with
+        ExtendedResourceToleration, one per extended resource any container or init container requests."""
+        plugins = self.ctx.plugins
+        if not plugins:
+            return []
+        names: set[str] = set()
+        for c in self.pod.containers:
+            res = c.data.get("resources")
+            if isinstance(res, dict):
+                for section in ("requests", "limits"):  # requests are defaulted from limits before admission
+                    values = res.get(section)
+                    if isinstance(values, dict):
+                        names.update(str(k) for k in values if is_extended_resource(str(k)))
+        return implied_tolerations(plugins, names)
+
+    @once
     def pod_requests(self) -> dict[str, int]:
         """Effective pod request per GPU resource: max(sum of containers, largest init container)."""
         regular: dict[str, int] = {}
@@ -264,10 +292,12 @@ class PodAnalysis:
 
     def _resolve_runtime(self, c: ContainerTarget) -> CudaRuntime:
         ann = self.pod.annotations
-        meta_ptr = "/metadata/annotations"
+        template = self.pod.template_annotations or {}
         for key in (f"{RUNTIME_ANNOTATION}.{c.name}", RUNTIME_ANNOTATION):
             if key in ann:
-                ptr = f"{meta_ptr}/{escape_token(key)}"
+                # The pod template's annotations win over the object's (workloads.pod_targets): point where it is.
+                meta = f"{self.pod.template_pointer}/metadata" if key in template else "/metadata"
+                ptr = f"{meta}/annotations/{escape_token(key)}"
                 try:
                     return CudaRuntime(parse_cuda_version(ann[key]), f"annotation {key}", ptr)
                 except VersionError as exc:
@@ -333,13 +363,14 @@ class PodAnalysis:
             return [], []
         spec = self.pod.spec
         # Exactly what placement_matches, untolerated_taints and offers_resources read.
+        implied = self.implied_tolerations
         key = dumps((spec.get("nodeSelector"), spec.get("affinity"), spec.get("nodeName"), spec.get("tolerations"),
-                     sorted(self.pod_requests.items())))
+                     sorted(self.pod_requests.items()), implied))
 
         def place() -> tuple[list[NodeClass], list[NodeClass]]:
             placed = cluster.placement(spec)  # indexed: never a scan of every node
             return placed, [c for c in placed
-                            if not untolerated_taints(spec, c) and offers_resources(self.pod_requests, c)]
+                            if not untolerated_taints(spec, c, implied) and offers_resources(self.pod_requests, c)]
 
         return memo(self.ctx.placement_memo, key, place)
 
