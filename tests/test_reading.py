@@ -191,3 +191,64 @@ def test_a_baseline_matches_from_any_working_directory(tmp_path: Path) -> None:
     for cwd in (root, root / "deploy" / "vendor"):
         code, out = lint_json(str(root / "deploy"), "--baseline", str(root / "baseline.json"), cwd=cwd)
         assert code == 0 and out["findings"] == [], cwd
+
+
+def test_input_left_out_on_purpose_is_no_empty_input_error(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / ".compatcheck.yaml").write_text("apiVersion: compatcheck/v1\nexclude: [vendor/]\n")
+    # pre-commit passes a changed file that the config leaves out: nothing to lint, and that is fine.
+    proc = run("lint", "deploy/vendor/b.yaml", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    # A path that holds nothing at all is still the mistake it was.
+    (root / "empty").mkdir()
+    proc = run("lint", "empty", cwd=root)
+    assert proc.returncode == 2 and "no files to lint" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ big repositories
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.io}
+spec:
+  versions:
+  - name: v1
+    schema:
+      openAPIV3Schema: {type: object, description: "not: [valid YAML"
+"""
+
+
+def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None:
+    # The CRD is not even valid YAML (an unclosed flow mapping): it is never composed, so no error; the documents
+    # after it keep their file lines and document numbers.
+    text = f"{CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
+    from compatcheck.io.lint import may_matter
+
+    result = parse_text("repo.yaml", text, wanted=may_matter)
+    assert result.errors == [] and result.skipped == 2
+    assert [(d.index, d.line, d.locate("/spec/containers/0/image")[0]) for d in result.documents] == [
+        (1, 10, 16), (3, 24, 30)]
+    # Without the filter (compatcheck's own readers) everything is parsed, and the CRD is an error.
+    assert parse_text("repo.yaml", text).errors
+
+
+def test_a_repository_of_crds_lints_in_bounded_memory(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    schema = "".join(f"          f{i}: {{type: string, description: '{'x' * 200}'}}\n" for i in range(12_000))
+    for i in range(12):  # 12 files of ~3 MB of CRD, one GPU Pod at the end of each
+        body = CRD.replace('{type: object, description: "not: [valid YAML"', "\n        type: object\n"
+                                                                             "        properties:\n" + schema)
+        write(tmp_path, f"crds{i}.yaml", f"{body}---\n{GPU_POD.replace('name: p', f'name: p{i}')}")
+    # The lint runs as the child of a small parent that reports the peak RSS of its children (this one only).
+    parent = ("import json, resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, "
+              "text=True); print(json.dumps([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.stdout]))")
+    proc = subprocess.run([sys.executable, "-c", parent, sys.executable, "-m", "compatcheck", "lint", str(tmp_path),
+                           "--format", "json"], capture_output=True, text=True, timeout=300)
+    peak_kb, stdout = json.loads(proc.stdout)
+    out = json.loads(stdout)
+    assert out["errors"] == [] and out["summary"]["objects"] == 12
+    assert out["summary"]["documentsWithoutPodSpecs"] == 12
+    size_mb = sum(p.stat().st_size for p in tmp_path.iterdir()) / 1e6
+    assert peak_kb / 1024 < 100, f"peak RSS {peak_kb / 1024:.0f} MB for {size_mb:.0f} MB of CRDs"

@@ -116,7 +116,7 @@ def lint_command(args: argparse.Namespace) -> int:
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
-    _require_input(args, report, texts)
+    _require_input(args, report, texts, options)
     report.docs_url = config.docs_url
     report.source_root = repository_root() or os.getcwd()
     report.tool_version = __version__
@@ -135,9 +135,13 @@ def lint_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None) -> None:
+def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None,
+                   options: LintOptions) -> None:
     """An empty input set is an error, not a silent pass: a CI job whose glob or directory matched nothing
-    would otherwise stay green forever."""
+    would otherwise stay green forever. Input that --exclude or exclude: left out on purpose is no such mistake
+    (pre-commit passing only excluded files)."""
+    if options.exclude is not None and options.exclude.hits:
+        return
     if texts is None and report.files == 0 and not report.errors:
         where = ", ".join(args.paths)
         raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
@@ -176,7 +180,7 @@ def fix_command(args: argparse.Namespace) -> int:
         raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
-    _require_input(args, report, None)
+    _require_input(args, report, None, options)
     print_diagnostics([*report.errors, *report.warnings])
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}

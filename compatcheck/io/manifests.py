@@ -673,7 +673,7 @@ class PathFilter:
 
     def __init__(self) -> None:
         self._groups: list[tuple[str, Any]] = []
-
+        self.hits = 0  # paths left out so far
     def add(self, patterns: Iterable[str], base: str) -> PathFilter:
         lines = [p for p in patterns if p.strip()]
         if lines:
@@ -693,6 +693,7 @@ class PathFilter:
                 continue  # outside this group's directory: its patterns say nothing about it
             rel = rel.replace(os.sep, "/")
             if spec.match_file(rel + "/" if is_dir else rel):
+                self.hits += 1
                 return True
         return False
 
