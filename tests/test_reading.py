@@ -252,3 +252,14 @@ def test_a_repository_of_crds_lints_in_bounded_memory(tmp_path: Path) -> None:
     assert out["summary"]["documentsWithoutPodSpecs"] == 12
     size_mb = sum(p.stat().st_size for p in tmp_path.iterdir()) / 1e6
     assert peak_kb / 1024 < 100, f"peak RSS {peak_kb / 1024:.0f} MB for {size_mb:.0f} MB of CRDs"
+
+
+def test_fix_writes_nothing_into_a_file_with_a_duplicate_key(tmp_path: Path) -> None:
+    # ruamel's round-trip loader would keep the first value where kubectl keeps the last: no fix goes in.
+    crl = Path(__file__).resolve().parents[1] / "fixtures" / "crl-default-missing" / "crl.yaml"
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "crl-default-missing" / "fail.optional.yaml").read_text()
+    f = write(tmp_path, "dup.yaml", text.replace("  name: app\n", "  name: app\n  name: app2\n", 1))
+    proc = run("fix", str(f), "--crl", str(crl))
+    assert f.read_text() == text.replace("  name: app\n", "  name: app\n  name: app2\n", 1)
+    assert "skipped fix for crl-default-missing: a key is written twice in it (yaml-duplicate-key): remove the " \
+           "duplicate first" in proc.stderr

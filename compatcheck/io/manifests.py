@@ -412,7 +412,7 @@ VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.y
 _DOC_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.M)
 _DOC_END = re.compile(r"^\.\.\.(?=[ \t\r\n]|$)", re.M)
 # A top-level 'kind:' (column 0: a key of the document's root block mapping) with a plain or quoted one-word value.
-_TOP_KIND = re.compile(r"""^kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?$""", re.M)
+_TOP_KIND = re.compile(r"""^kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$""", re.M)
 _TOP_API_VERSION = re.compile(r"^apiVersion:", re.M)
 _ONLY_DIRECTIVES = re.compile(r"(?:[ \t]*(?:%[^\n]*|#[^\n]*)?\r?\n)*[ \t]*(?:%[^\n]*|#[^\n]*)?")
 

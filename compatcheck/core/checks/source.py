@@ -42,8 +42,9 @@ register(ObjectCheck(
 def _describe(value: Json) -> str | None:
     """What a non-string value is, in words; None for a string or null (the API server reads null as "")."""
     if isinstance(value, bool):
-        return f"the boolean {'true' if value else 'false'} (kubectl reads unquoted true/false, yes/no, on/off and " \
-               "y/n in any of their YAML 1.1 spellings as booleans)"
+        word = "true" if value else "false"
+        return f"the boolean {word} (kubectl reads the unquoted words y, yes, on, true, n, no, off and false, in " \
+               "lower case, capitalised or upper case, as booleans, as YAML 1.1 does)"
     if isinstance(value, (int, float)):
         number = int(value) if isinstance(value, float) and value.is_integer() else value
         return f"the number {number} (kubectl reads unquoted numbers as numbers, a leading 0 as octal: 0755 is 493)"
