@@ -44,7 +44,7 @@ def locate(problems: list[Diagnostic]) -> list[Diagnostic]:
             out.append(p)
             continue
         if p.path not in docs:
-            parsed = read_file(p.path)
+            parsed = read_file(p.path, strict=True)
             docs[p.path] = parsed.documents[0] if len(parsed.documents) == 1 else None
         doc = docs[p.path]
         out.append(replace(p, line=doc.locate(p.pointer)[0]) if doc is not None else p)

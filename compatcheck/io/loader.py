@@ -295,7 +295,7 @@ class _Lines:
 
     def line(self, index: int, pointer: str) -> int | None:
         if self._docs is None:
-            self._docs = parse_text(self.path, self.text).documents
+            self._docs = parse_text(self.path, self.text, strict=True).documents  # read as load_data read it
         return self._docs[index].locate(pointer)[0] if index < len(self._docs) else None
 
 
