@@ -129,7 +129,8 @@ def config_cuda(rf: RegistryFacts) -> ConfigCuda:
     forward = None
     if parsed is not None and parsed.branches and cuda is not None:
         forward = ForwardCompat(cuda, parsed.branches, parsed.brands,
-                                f"config {rf.short_digest} NVIDIA_REQUIRE_CUDA")
+                                f"NVIDIA_REQUIRE_CUDA in the config of {rf.reference}"
+                                + (f" (manifest {rf.short_digest})" if rf.digest else ""))
     return ConfigCuda(cuda, stated, require, forward)
 
 
@@ -137,15 +138,15 @@ def image_facts_with_config(image: str, table: ImageFacts | None, rf: RegistryFa
     """``ImageFacts`` for ``image`` from its config ``rf`` and what the table says (``table``, None: no profile
     matches). See the module docstring for which decides."""
     cfg = config_cuda(rf)
-    where = f"config {rf.short_digest}"
+    pinned = f" (manifest {rf.short_digest})" if rf.digest else ""
     source = f"{rf.reference}@{rf.digest}" if rf.digest else rf.reference
     if cfg.cuda is None:
         if table is not None:
             return table  # the config says nothing about CUDA: the table's facts stand
-        return ImageFacts(image, origin=f"image {image}", reason=f"its {where} sets {cfg.stated} and no image "
-                          f"profile recognises {image!r}", sources=(source,))
+        return ImageFacts(image, origin=f"image {image}", reason=f"its config{pinned} sets {cfg.stated} and no "
+                          f"image profile recognises {image!r}", sources=(source,))
     rt = cfg.cuda.major_minor()
-    own = ImageFacts(image, cuda=cfg.cuda, origin=f"image {image}, whose {where} sets {cfg.stated}",
+    own = ImageFacts(image, cuda=cfg.cuda, origin=f"image {image}{pinned}, whose config sets {cfg.stated}",
                      base_cuda=cfg.cuda, require_cuda=cfg.require, forward_compat=cfg.forward, sources=(source,))
     if table is None:
         return own
@@ -168,8 +169,8 @@ def image_facts_with_config(image: str, table: ImageFacts | None, rf: RegistryFa
     if base is not None and base != tc:
         # The framework loads its own CUDA over the base image's: that runtime meets the driver.
         return replace(table, base_cuda=cfg.cuda, require_cuda=cfg.require, forward_compat=cfg.forward,
-                       origin=f"image {image}, whose framework loads CUDA {tc} (image table: {table.profile}) over the "
-                              f"CUDA its {where} sets ({cfg.stated}): the framework's runtime is the one the driver "
-                              "must support", sources=(*table.sources, source))
+                       origin=f"image {image}{pinned}, whose framework loads CUDA {tc} (image table: "
+                              f"{table.profile}) over the CUDA its config sets ({cfg.stated}): the framework's runtime "
+                              "is the one the driver must support", sources=(*table.sources, source))
     return replace(own, origin=f"{own.origin}; the image table ({table.profile}) says CUDA {tc} for this "
                    "tag, but the config is the image's own", sources=(*table.sources, source))

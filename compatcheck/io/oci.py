@@ -187,6 +187,7 @@ class RegistryClient:
         if ca_file:
             self.ssl.load_verify_locations(cafile=ca_file)  # added to the system's roots, never instead
         self._tokens: dict[tuple[str, str, str, str], _Token] = {}
+        self._basic: dict[str, str] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -337,6 +338,9 @@ class RegistryClient:
     # ------------------------------------------------------------------ tokens
     def _cached_auth(self, host: str, ref: ImageRef) -> str | None:
         with self._lock:
+            basic = self._basic.get(host)
+            if basic is not None:  # a Basic registry: no need to be refused first on every request
+                return basic
             for (h, _realm, _service, scope), tok in self._tokens.items():
                 if h == host and scope == f"repository:{ref.repository}:pull" and tok.expires > self.clock():
                     return f"Bearer {tok.value}"
@@ -344,6 +348,7 @@ class RegistryClient:
 
     def _forget(self, host: str) -> None:
         with self._lock:
+            self._basic.pop(host, None)
             for key in [k for k in self._tokens if k[0] == host]:
                 del self._tokens[key]
 
@@ -355,7 +360,10 @@ class RegistryClient:
             if cred is None or cred.username is None or cred.password is None:
                 raise FetchError("denied", host, f"{host} asks for credentials (Basic) and none are configured "
                                                  "(docker login, or registry.authFile)")
-            return "Basic " + base64.b64encode(f"{cred.username}:{cred.password}".encode()).decode()
+            basic = "Basic " + base64.b64encode(f"{cred.username}:{cred.password}".encode()).decode()
+            with self._lock:
+                self._basic[host] = basic
+            return basic
         if scheme != "bearer" or not params.get("realm"):
             raise FetchError("protocol", host, f"{host} answered 401 without a usable challenge ({challenge[:80]!r})")
         realm = urllib.parse.urlsplit(params["realm"])

@@ -1,0 +1,93 @@
+"""Fixtures of the registry tests: one real distribution registry per auth kind (htpasswd Basic auth, and token
+auth against ``harness.TokenServer``), with the images every test reads pushed once, and a docker config for each.
+A missing ``docker-registry`` binary skips them with the package to install, or fails them where
+``COMPATCHECK_E2E_REQUIRED`` is set (``.ci/run``): CI must not go green by skipping them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.registry.harness import USERS, Pushed, Registry, RegistryCA, TokenServer, find_registry
+
+# What an image built FROM nvidia/cuda:13.0.1 carries in its config (the brand alternatives list R570 only, so a
+# R535 driver is too old and nothing bridges it).
+CUDA13_ENV = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin", "NVARCH=x86_64",
+              "NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand=tesla,driver>=570,driver<571 brand=unknown,driver>=570,driver<571",
+              "NV_CUDA_CUDART_VERSION=13.0.96-1", "CUDA_VERSION=13.0.1", "NVIDIA_VISIBLE_DEVICES=all",
+              "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+# A CUDA 12.4 base whose NVIDIA_REQUIRE_CUDA lists R535 on data-center GPUs: forward compatibility bridges R535.
+CUDA124_FWD_ENV = ["CUDA_VERSION=12.4.1",
+                   "NVIDIA_REQUIRE_CUDA=cuda>=12.4 brand=tesla,driver>=535,driver<536 brand=unknown,driver>=535,"
+                   "driver<536"]
+
+
+def registry_binary() -> str:
+    found = find_registry()
+    if found.startswith("no "):
+        if os.environ.get("COMPATCHECK_E2E_REQUIRED"):
+            pytest.fail(f"registry tests required but {found}")
+        pytest.skip(found)
+    return found
+
+
+@dataclass
+class Images:
+    registry: Registry
+    serving: Pushed  # ml/serving:2025-10-14, CUDA 13.0.1 (OCI manifest)
+    fwd: Pushed  # ml/fwd:1.0, CUDA 12.4.1 with R535 forward compatibility (Docker v2 manifest)
+    multi: Pushed  # ml/multi:v1, index: amd64 CUDA 12.4.1, arm64 CUDA 12.6.0
+    plain: Pushed  # ml/plain:1, no CUDA env at all
+    docker_config: Path  # a DOCKER_CONFIG directory with the reader's credentials
+
+    def ref(self, repo_tag: str) -> str:
+        return f"{self.registry.host}/{repo_tag}"
+
+
+def _push_all(reg: Registry, home: Path, auth: dict[str, object]) -> Images:
+    serving = reg.push_image("ml/serving", "2025-10-14", CUDA13_ENV,
+                             labels={"org.opencontainers.image.source": "https://git.corp/ml/serving"})
+    fwd = reg.push_image("ml/fwd", "1.0", CUDA124_FWD_ENV, docker=True)
+    multi = reg.push_index("ml/multi", "v1", {"linux/amd64": ["CUDA_VERSION=12.4.1"],
+                                              "linux/arm64": ["CUDA_VERSION=12.6.0"]})
+    plain = reg.push_image("ml/plain", "1", ["PATH=/usr/bin"])
+    cfg = home / "docker"
+    cfg.mkdir(parents=True, exist_ok=True)
+    (cfg / "config.json").write_text(json.dumps({"auths": {reg.host: auth}}))
+    return Images(reg, serving, fwd, multi, plain, cfg)
+
+
+@pytest.fixture(scope="session")
+def ca(tmp_path_factory: pytest.TempPathFactory) -> RegistryCA:
+    return RegistryCA(tmp_path_factory.mktemp("registry-pki"))
+
+
+@pytest.fixture(scope="session")
+def token_server(ca: RegistryCA) -> Iterator[TokenServer]:
+    server = TokenServer(ca).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def basic(ca: RegistryCA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
+    """A registry with htpasswd (bcrypt) Basic auth; credentials in config.json as base64 ``auth``."""
+    home = tmp_path_factory.mktemp("registry-basic")
+    reg = Registry(registry_binary(), home, ca, "htpasswd").start()
+    yield _push_all(reg, home, {"auth": base64.b64encode(f"reader:{USERS['reader']}".encode()).decode()})
+    reg.stop()
+
+
+@pytest.fixture(scope="session")
+def token(ca: RegistryCA, token_server: TokenServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
+    """A registry with token auth; credentials in config.json as ``username``/``password``."""
+    home = tmp_path_factory.mktemp("registry-token")
+    reg = Registry(registry_binary(), home, ca, "token", token_server).start()
+    yield _push_all(reg, home, {"username": "reader", "password": USERS["reader"]})
+    reg.stop()
