@@ -140,6 +140,26 @@ def test_vllm_floating_tags_give_only_a_lower_bound(loaded: Loaded) -> None:
     ("nvcr.io/nvidia/tritonserver:24.06-py3", dict(cuda="12.5.0")),
     ("nvcr.io/nvidia/tritonserver:25.10-py3", dict(cuda="13.0.2", base="13.0.2")),
     ("nvcr.io/nvidia/tritonserver:26.08-py3", dict(cuda="13.4.1")),
+    # ... and the notes of 20.09-22.10 (TRITONRNOLD): "418.xx", "440.30", "450.xx" name branches.
+    ("nvcr.io/nvidia/tritonserver:20.09-py3",
+     dict(profile="ngc-tritonserver", framework="triton", version="20.09", cuda="11.0.3", base="11.0.3",
+          fwd=[418, 440])),
+    ("nvcr.io/nvidia/tritonserver:20.10-py3", dict(cuda="11.1.0", fwd=[418, 440, 450])),
+    ("nvcr.io/nvidia/tritonserver:20.11-py3", dict(cuda="11.1.0", fwd=[418, 440, 450])),
+    ("nvcr.io/nvidia/tritonserver:21.02-py3", dict(cuda="11.2.0", fwd=[418, 440, 450])),
+    ("nvcr.io/nvidia/tritonserver:21.03-py3", dict(cuda="11.2.1", fwd=[418, 440, 450])),
+    ("nvcr.io/nvidia/tritonserver:21.09-py3", dict(cuda="11.4.2", fwd=[418, 440, 450, 460])),
+    ("nvcr.io/nvidia/tritonserver:21.10-py3", dict(cuda="11.4.2", base="11.4.2", fwd=[418, 440, 450, 460])),
+    # The 21.10 SDK image is built FROM the same 21.10-py3-min base as the server (TRITONSDK, derived).
+    ("nvcr.io/nvidia/tritonserver:21.10-py3-sdk",
+     dict(profile="ngc-tritonserver", version="21.10", cuda="11.4.2", base="11.4.2", fwd=[418, 440, 450, 460])),
+    ("nvcr.io/nvidia/tritonserver:21.11-py3", dict(cuda="11.5.0", fwd=[418, 440, 450, 460, 470])),
+    ("nvcr.io/nvidia/tritonserver:21.12-py3", dict(cuda="11.5.0", fwd=[418, 440, 450, 460, 470])),
+    ("nvcr.io/nvidia/tritonserver:22.09-py3", dict(cuda="11.8.0", fwd=[450, 470, 510, 515])),
+    ("nvcr.io/nvidia/tritonserver:22.10-py3", dict(cuda="11.8.0", fwd=[450, 470, 510, 515])),
+    # NGC SGLang 25.10: CUDA 13.0.2; the notes' 470/525/535/550 kept where the CUDA 13.0 bases agree (derived).
+    ("nvcr.io/nvidia/sglang:25.10-py3",
+     dict(profile="ngc-sglang", framework=None, version=None, cuda="13.0.2", base="13.0.2", fwd=[535, 550])),
     ("nvcr.io/nvidia/pytorch:24.05-py3",
      dict(profile="ngc-pytorch", framework="ngc-pytorch", cuda="12.4.1", base="12.4.1")),
     ("nvcr.io/nvidia/pytorch:24.03-py3", dict(cuda="12.4.0")),
@@ -170,10 +190,38 @@ def test_ngc(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
     "nvcr.io/nvidia/tritonserver:24.03-trtllm-python-py3",
     "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3",
     "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    "nvcr.io/nvidia/tritonserver:21.09-py3-sdk",        # the SDK's build files read for 21.10 only
+    "nvcr.io/nvidia/tritonserver:23.03-py3-sdk",
+    "nvcr.io/nvidia/sglang:26.05-py3",                  # only the 25.10 notes read
 ])
 def test_ngc_outside_the_table_is_unknown(loaded: Loaded, ref: str) -> None:
     f = facts(loaded, ref)
     assert f.cuda is None and f.reason
+
+
+def test_ngc_triton_variants_other_than_sdk_are_not_claimed(loaded: Loaded) -> None:
+    for ref in ("nvcr.io/nvidia/tritonserver:21.10-py3-min", "nvcr.io/nvidia/tritonserver:21.10-py3-igpu"):
+        f = loaded.kb.image_facts(ref)
+        assert f is None or f.profile != "ngc-tritonserver", ref
+
+
+@pytest.mark.parametrize("ref", [
+    "nvcr.io/nvidia/tritonserver:20.09-py3", "nvcr.io/nvidia/tritonserver:21.10-py3-sdk",
+    "nvcr.io/nvidia/sglang:25.10-py3",
+])
+def test_new_ngc_rows_never_gate_on_the_driver(loaded: Loaded, ref: str) -> None:
+    f = facts(loaded, ref)
+    assert str(f.require_cuda) == "9.0"  # NGC images set NVIDIA_REQUIRE_CUDA=cuda>=9.0 (NGCENV)
+
+
+def test_ngc_sglang_forward_compat_bridges_r535_on_datacenter_gpus_only(loaded: Loaded) -> None:
+    fc = facts(loaded, "nvcr.io/nvidia/sglang:25.10-py3").forward_compat
+    assert fc is not None
+    runtime = parse_version("13.0.2")
+    assert fc.bridges(runtime, parse_version("535.247.01"), datacenter=True)
+    assert not fc.bridges(runtime, parse_version("535.247.01"), datacenter=False)
+    assert not fc.bridges(runtime, parse_version("525.147.05"), datacenter=True)   # the notes' R525: not CUDA 13's
+    assert not fc.bridges(runtime, parse_version("545.23.08"), datacenter=True)
 
 
 def test_ngc_llm_variants_never_read_the_month_as_the_framework_version(loaded: Loaded) -> None:
@@ -319,6 +367,70 @@ def test_sglang_floating_tags_give_only_a_lower_bound_and_rc_tags_are_not_claime
     assert latest is not None and latest.cuda is None and str(latest.cuda_at_least) == "11.8.0"
     rc = loaded.kb.image_facts("lmsysorg/sglang:v0.5.3rc0-cu126")  # only the cuXYZ heuristic reads it
     assert rc is not None and rc.profile == "cu-number-in-reference"
+
+
+# ---------------------------------------------------------------------------------------------- TEI
+
+def tei_backend(cap: str) -> dict[str, tuple[list[str], list[str]]]:
+    return {f"TEI candle backend (compute cap {cap.replace('.', '')})": ([cap], [])}
+
+
+@pytest.mark.parametrize(("ref", "expect"), [
+    # The tag prefix names the compute capability the candle backend is built for (TEI: none = 8.0).
+    ("ghcr.io/huggingface/text-embeddings-inference:0.2.2",
+     dict(cuda="12.2.0", base="12.2.0", version="0.2.2", binaries=tei_backend("8.0"), fwd=[470, 525])),
+    ("ghcr.io/huggingface/text-embeddings-inference:turing-0.2.2",
+     dict(cuda="12.2.0", base="12.2.0", binaries=tei_backend("7.5"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:0.3.0", dict(cuda="12.2.0", binaries=tei_backend("8.0"))),
+    # v0.4.0-v0.6.0: a CUDA 12.0.0 base.
+    ("ghcr.io/huggingface/text-embeddings-inference:0.6", dict(cuda="12.0.0", base="12.0.0", version="0.6",
+                                                             binaries=tei_backend("8.0"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:86-0.5.0", dict(cuda="12.0.0", binaries=tei_backend("8.6"))),
+    # v1.0.0-v1.8.3: 12.2.0 again; two-part tags float within one minor, which shares the Dockerfile.
+    ("ghcr.io/huggingface/text-embeddings-inference:1.2", dict(cuda="12.2.0", version="1.2",
+                                                             binaries=tei_backend("8.0"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:89-1.5", dict(cuda="12.2.0", binaries=tei_backend("8.9"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:hopper-1.7", dict(cuda="12.2.0", binaries=tei_backend("9.0"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:1.8.3-grpc", dict(cuda="12.2.0", binaries=tei_backend("8.0"))),
+    # v1.9.0-v1.9.3: a CUDA 12.9.1 runtime base, and 100-/120- tags whose check admits one exact capability.
+    ("ghcr.io/huggingface/text-embeddings-inference:turing-1.9.3",
+     dict(cuda="12.9.1", base="12.9.1", binaries=tei_backend("7.5"))),
+    ("ghcr.io/huggingface/text-embeddings-inference:120-1.9", dict(cuda="12.9.1", binaries={})),
+    ("ghcr.io/huggingface/text-embeddings-inference:100-1.9.0", dict(cuda="12.9.1", binaries={})),
+])
+def test_tei(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
+    check(facts(loaded, ref), {"profile": "text-embeddings-inference", "framework": "tei", **expect})
+
+
+@pytest.mark.parametrize("ref", [
+    "ghcr.io/huggingface/text-embeddings-inference:0.1.0",        # before the 89- matrix
+    "ghcr.io/huggingface/text-embeddings-inference:1.9.4",        # after the history read
+    "ghcr.io/huggingface/text-embeddings-inference:100-1.8",      # no 100- images before 1.9.0
+])
+def test_tei_outside_the_table_is_unknown(loaded: Loaded, ref: str) -> None:
+    f = facts(loaded, ref)
+    assert f.cuda is None and f.reason
+
+
+@pytest.mark.parametrize("ref", [
+    "ghcr.io/huggingface/text-embeddings-inference:latest",
+    "ghcr.io/huggingface/text-embeddings-inference:turing-latest",
+    "ghcr.io/huggingface/text-embeddings-inference:cuda-1.8",    # Dockerfile-cuda-all: several architectures
+    "ghcr.io/huggingface/text-embeddings-inference:cpu-1.8",
+])
+def test_tei_floating_multi_arch_and_cpu_tags_are_not_claimed(loaded: Loaded, ref: str) -> None:
+    f = loaded.kb.image_facts(ref)
+    assert f is None or f.profile != "text-embeddings-inference"
+
+
+def test_tei_binaries_admit_what_compute_cap_matching_admits(loaded: Loaded) -> None:
+    """TEI's compute_cap_matching: 75 only 7.5; 80 any 8.x; 86 8.6-8.9; 89 only 8.9; 90 only 9.0."""
+    admitted = {"": ["8.0", "8.6", "8.7", "8.9"], "turing-": ["7.5"], "86-": ["8.6", "8.7", "8.9"], "89-": ["8.9"],
+                "hopper-": ["9.0"]}
+    for prefix, ok in admitted.items():
+        f = facts(loaded, f"ghcr.io/huggingface/text-embeddings-inference:{prefix}1.8.0")
+        for cc in ["5.2", "6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0"]:
+            assert (not f.missing_arch(parse_version(cc))) == (cc in ok), (prefix, cc)
 
 
 # ---------------------------------------------------------------------------------------------- others

@@ -266,7 +266,11 @@ class KnowledgeBase:
         return best, exact
 
     def lowest_branch_for(self, cuda: Version) -> int | None:
+        """The lowest listed branch that supports ``cuda``; None when the table cannot say: a CUDA older than its
+        first branch's (CUDA 8 needs R367, a branch before the table's first) or newer than every branch's."""
         key = cuda.major_minor()
+        if self.branches and key < self.branches[0][1].major_minor():
+            return None
         return memo(self._branch_cache, key, lambda: next(
             (branch for branch, max_cuda in self.branches if max_cuda.major_minor() >= key), None))
 

@@ -139,14 +139,25 @@ def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Versio
 def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
     """Why forward compatibility does not save this container, in the words of the too-old finding."""
     gate = _start_gate(a, c)
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
     if gate is not None and all(v.verdict == "minor-version-compatibility" for _, v in m.bad):
+        listed = sorted({cls.facts.driver.major for cls, _ in m.bad if cls.facts.driver is not None}
+                        & set(fwd.branches if fwd is not None else ()))
+        if listed and fwd is not None and all(cls.facts.datacenter is not True for cls, _ in m.bad):
+            # The brand=B,driver>=N alternatives let the container start on a listed branch, but only so that
+            # the image's cuda-compat libraries replace the driver's libcuda: off data-center GPUs they fail
+            # (CUDA error 804), and from CUDA 12.5 GeForce/TITAN brands are not listed at all.
+            return (f"; the image's NVIDIA_REQUIRE_CUDA admits driver branch {', '.join(map(str, listed))} only for "
+                    "its forward compatibility, whose cuda-compat libraries work on data-center GPUs only (CUDA "
+                    "error 804 'forward compatibility was attempted on non supported HW' elsewhere)")
         return (f"; minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>="
                 f"{gate.major_minor()}) makes the NVIDIA container runtime refuse to start it on that driver "
                 "(NVIDIA_DISABLE_REQUIRE=true in the container lifts the check)")
-    facts = a.image_facts(c)
-    fwd = facts.forward_compat if facts is not None else None
     if fwd is None:
-        return _FORWARD_COMPAT if any(cls.facts.datacenter is not False for cls, _ in m.bad) else ""
+        # forward compatibility (cuda-compat) began with CUDA 10.0: nothing bridges an older runtime
+        return (_FORWARD_COMPAT if m.runtime.major >= 10 and any(cls.facts.datacenter is not False for cls, _ in m.bad)
+                else "")
     if a.under_vgpu:
         return ("; the image's forward compatibility (cuda-compat) does not apply under GPU-Manager/HAMi vGPU: its "
                 "libcuda would bypass the vGPU layer")
