@@ -16,12 +16,18 @@ import pytest
 
 from tests.registry.harness import USERS, Pushed, Registry, RegistryCA, TokenServer, find_registry
 
-# What an image built FROM nvidia/cuda:13.0.1 carries in its config (the brand alternatives list R570 only, so a
-# R535 driver is too old and nothing bridges it).
-CUDA13_ENV = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin", "NVARCH=x86_64",
-              "NVIDIA_REQUIRE_CUDA=cuda>=13.0 brand=tesla,driver>=570,driver<571 brand=unknown,driver>=570,driver<571",
-              "NV_CUDA_CUDART_VERSION=13.0.96-1", "CUDA_VERSION=13.0.1", "NVIDIA_VISIBLE_DEVICES=all",
-              "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+# What an image built FROM nvidia/cuda:13.0.0 carries in its config (gitlab.com/nvidia/container-images/cuda
+# dist/13.0.0/ubuntu2404/base/Dockerfile; ../shared/reference/cuda-facts.md section 7.1): forward-compatibility
+# alternatives for branches 535, 550, 565, 570 and 575 on brand set B. A R560 driver is in none of them, so it is
+# too old; a R535 driver on a data-center GPU runs it through forward compatibility.
+_BRANDS = ("unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx", "nvidiartx", "vapps", "vpc", "vcs", "vws",
+           "cloudgaming")
+REQUIRE_13_0 = "cuda>=13.0 " + " ".join(f"brand={b},driver>={n},driver<{n + 1}" for n in (535, 550, 565, 570, 575)
+                                       for b in _BRANDS)
+CUDA13_ENV = ["PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin",
+              "NVARCH=x86_64", f"NVIDIA_REQUIRE_CUDA={REQUIRE_13_0}", "NV_CUDA_CUDART_VERSION=13.0.48-1",
+              "CUDA_VERSION=13.0.0", "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+              "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
 # A CUDA 12.4 base whose NVIDIA_REQUIRE_CUDA lists R535 on data-center GPUs: forward compatibility bridges R535.
 CUDA124_FWD_ENV = ["CUDA_VERSION=12.4.1",
                    "NVIDIA_REQUIRE_CUDA=cuda>=12.4 brand=tesla,driver>=535,driver<536 brand=unknown,driver>=535,"
@@ -40,7 +46,7 @@ def registry_binary() -> str:
 @dataclass
 class Images:
     registry: Registry
-    serving: Pushed  # ml/serving:2025-10-14, CUDA 13.0.1 (OCI manifest)
+    serving: Pushed  # ml/serving:2025-10-14, CUDA 13.0.0 (OCI manifest)
     fwd: Pushed  # ml/fwd:1.0, CUDA 12.4.1 with R535 forward compatibility (Docker v2 manifest)
     multi: Pushed  # ml/multi:v1, index: amd64 CUDA 12.4.1, arm64 CUDA 12.6.0
     plain: Pushed  # ml/plain:1, no CUDA env at all

@@ -20,19 +20,21 @@ from compatcheck.cli import main
 from tests.registry.conftest import CUDA13_ENV, Images, registry_binary
 from tests.registry.harness import USERS, Listener, Registry, RegistryCA
 
-NODES_R535 = """apiVersion: compatcheck/v1
+R560, R535 = "560.35.03", "535.104.05"
+# Two data-center (Tesla T4) nodes; the driver and the architecture vary by test.
+NODES = """apiVersion: compatcheck/v1
 kind: ClusterProfile
 nodePools:
-- name: t4-r535
+- name: t4
   count: 2
   gpu: Tesla-T4
-  driver: "535.104.05"
+  driver: "DRIVER"
   gpusPerNode: 4
   labels: {kubernetes.io/arch: ARCH}
 """
-TOO_OLD_13 = ("image CUDA 13.0 (image {image} (manifest {digest}), whose config sets CUDA_VERSION=13.0.1) needs a "
-              "driver from branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on t4-r535-0, t4-r535-1; the "
-              "image's forward compatibility lists driver branches 570 only")
+TOO_OLD_13 = ("image CUDA 13.0 (image {image} (manifest {digest}), whose config sets CUDA_VERSION=13.0.0) needs a "
+              "driver from branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on t4-0, t4-1; the image's "
+              "forward compatibility lists driver branches 535, 550, 565, 570, 575 only")
 UNKNOWN = ("CUDA runtime of container 'main' is unknown (no image pattern recognises {image!r}); declare it with the "
            'annotation compatcheck.io/cuda-runtime.main: "12.4" (or without .main for every container), set env '
            "CUDA_VERSION, or add an image pattern in your rules data directory")
@@ -68,12 +70,12 @@ def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
 
-    def run(image: str, *args: str, images: Images | None = None, arch: str = "amd64",
+    def run(image: str, *args: str, images: Images | None = None, arch: str = "amd64", driver: str = R560,
             config: dict[str, Any] | None = None) -> Run:
         manifest = tmp_path / "pod.yaml"
         manifest.write_text(pod(image))
         nodes = tmp_path / "nodes.yaml"
-        nodes.write_text(NODES_R535.replace("ARCH", arch))
+        nodes.write_text(NODES.replace("ARCH", arch).replace("DRIVER", driver))
         if images is not None:
             monkeypatch.setenv("DOCKER_CONFIG", str(images.docker_config))
         cfg = tmp_path / ".compatcheck.yaml"
@@ -107,20 +109,34 @@ def test_without_lookups_the_same_image_stays_unknown(lint: Any, basic: Images) 
 
 def test_forward_compatibility_from_the_config_bridges_r535(lint: Any, basic: Images) -> None:
     image = basic.ref("ml/fwd:1.0")  # a Docker v2 manifest and config
-    run = lint(image, "--registry-lookups", images=basic)
+    run = lint(image, "--registry-lookups", images=basic, driver=R535)
     assert run.findings == [(
         "cuda-driver-needs-forward-compat", "/spec/containers/0/image",
         f"image CUDA 12.4 (image {image} (manifest {short(basic.fwd.digest)}), whose config sets CUDA_VERSION=12.4.1) "
-        "is newer than the driver on 535.104.05 (CUDA 12.2) on t4-r535-0, t4-r535-1: it runs only through forward "
+        "is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs only through forward "
         "compatibility (the image's CUDA 12.4 cuda-compat libraries, which list driver branch 535 on data-center "
         "GPUs); a platform that requires a driver at least as new as the runtime may still refuse it")]
+
+
+def test_the_cuda_13_base_on_a_listed_branch_runs_through_forward_compatibility(lint: Any, basic: Images) -> None:
+    # The same image on R535, a branch its NVIDIA_REQUIRE_CUDA lists for data-center GPUs: a warning, not a denial.
+    image = basic.ref("ml/serving:2025-10-14")
+    run = lint(image, "--registry-lookups", images=basic, driver=R535)
+    assert run.findings == [(
+        "cuda-driver-needs-forward-compat", "/spec/containers/0/image",
+        f"image CUDA 13.0 (image {image} (manifest {short(basic.serving.digest)}), whose config sets "
+        "CUDA_VERSION=13.0.0) is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs only "
+        "through forward compatibility (the image's CUDA 13.0 cuda-compat libraries, which list driver branch 535 "
+        "on data-center GPUs); a platform that requires a driver at least as new as the runtime may still refuse "
+        "it")]
+    assert run.notes == [] and run.code == 0
 
 
 @pytest.mark.parametrize(("arch", "cuda"), [("amd64", "12.4.1"), ("arm64", "12.6.0")])
 def test_a_multi_arch_index_is_read_for_the_nodes_architecture(lint: Any, token: Images, arch: str,
                                                                cuda: str) -> None:
     image = token.ref("ml/multi:v1")
-    run = lint(image, "--registry-lookups", images=token, arch=arch)
+    run = lint(image, "--registry-lookups", images=token, arch=arch, driver=R535)
     (rule, _pointer, message), = run.findings
     assert rule == "cuda-driver-behind-runtime" and f"whose config sets CUDA_VERSION={cuda})" in message
 
@@ -259,7 +275,7 @@ def test_image_facts_from_images_fetch_are_used_with_no_request(lint: Any, basic
     capsys.readouterr()
     data = json.loads(facts.read_text())
     assert data["kind"] == "ImageFacts" and [i["reference"] for i in data["images"]] == [image]
-    assert data["images"][0]["digest"] == basic.serving.digest and "CUDA_VERSION=13.0.1" in data["images"][0]["env"]
+    assert data["images"][0]["digest"] == basic.serving.digest and "CUDA_VERSION=13.0.0" in data["images"][0]["env"]
     # the same image by digest, linted with no lookups at all: the file alone decides
     pinned = basic.ref(f"ml/serving@{basic.serving.digest}")
     run = lint(pinned, "--no-registry-lookups", "--image-facts", str(facts))
@@ -281,7 +297,7 @@ def test_a_skopeo_config_is_accepted_as_image_equals_file(lint: Any, tmp_path: P
     assert rec.connections == 0
     (rule, _p, message), = run.findings
     assert rule == "cuda-driver-too-old"
-    assert message.startswith(f"image CUDA 13.0 (image {image}, whose config sets CUDA_VERSION=13.0.1) needs")
+    assert message.startswith(f"image CUDA 13.0 (image {image}, whose config sets CUDA_VERSION=13.0.0) needs")
 
 
 @pytest.mark.parametrize(("content", "line", "message"), [
