@@ -64,6 +64,7 @@ class Credentials:
         self._data: dict[str, Any] | None = None
         self._cache: dict[str, Credential | None] = {}
         self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None  # (mtime_ns, size) of the file read
 
     @classmethod
     def none(cls) -> Credentials:
@@ -72,8 +73,26 @@ class Credentials:
         creds._data = {}
         return creds
 
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def reload_if_changed(self) -> bool:
+        """Forget what was read when the file changed since (a mounted Secret the kubelet updated: a long-running
+        webhook picks up rotated credentials without a restart). True when it did."""
+        stamp = self._file_stamp()
+        with self._lock:
+            if self._data is None or stamp == self._stamp:
+                return False
+            self._data, self._cache, self._stamp = None, {}, None
+            return True
+
     def _load(self) -> dict[str, Any]:
         if self._data is None:
+            self._stamp = self._file_stamp()
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
                 self._data = data if isinstance(data, dict) else {}

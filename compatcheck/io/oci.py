@@ -346,6 +346,12 @@ class RegistryClient:
                     return f"Bearer {tok.value}"
         return None
 
+    def forget_tokens(self) -> None:
+        """Drop every token and Basic header (the credentials they came from changed)."""
+        with self._lock:
+            self._basic.clear()
+            self._tokens.clear()
+
     def _forget(self, host: str) -> None:
         with self._lock:
             self._basic.pop(host, None)

@@ -153,6 +153,10 @@ class AdmissionLookups:
 
     def _fetch(self, key: tuple[str, str], ref: ImageRef, platform: str) -> _Entry:
         started = time.monotonic()
+        if self.client.credentials.reload_if_changed():  # the kubelet updated the mounted pull Secret
+            self.client.forget_tokens()
+            log_event(log, logging.INFO, "registry credentials changed; reading them again",
+                      file=str(self.client.credentials.path))
         try:
             fetched = self.client.fetch(ref, platform, started + FETCH_DEADLINE)
             ttl = float("inf") if ref.digest else self.settings.tag_ttl
