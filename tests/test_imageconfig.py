@@ -113,8 +113,8 @@ nodePools:
     ({}, [{"name": "CUDA_VERSION", "value": "12.2.2"}], "env"),
 ])
 def test_annotation_then_env_then_config(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch, annotations: dict[str, str], env: list[dict[str, str]],
-                                         expected: str) -> None:
+                                         monkeypatch: pytest.MonkeyPatch, annotations: dict[str, str],
+                                         env: list[dict[str, str]], expected: str) -> None:
     monkeypatch.chdir(tmp_path)  # no .compatcheck.yaml found: lookups off, the --image-facts file alone
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["CUDA_VERSION=13.0.0"]}}))

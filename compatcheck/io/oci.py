@@ -318,7 +318,7 @@ class RegistryClient:
         if not url.netloc or "@" in url.netloc:
             raise FetchError("protocol", host, f"unreadable redirect {location!r}")
         if not self.policy.auxiliary_allowed(url.netloc, host):
-            raise FetchError("not-allowed", host, f"redirect to {url.netloc}, which is not an allowed host "
+            raise FetchError("not-allowed", host, f"{host} redirected to {url.netloc}, which is not an allowed host "
                                                   "(registry.redirectHosts)")
         return _Target("https", url.netloc, url.path + (f"?{url.query}" if url.query else ""))
 
@@ -376,8 +376,8 @@ class RegistryClient:
         if realm.scheme != "https" or not realm.netloc:
             raise FetchError("not-allowed", host, f"token realm {params['realm']!r} is not an HTTPS URL")
         if not self.policy.auxiliary_allowed(realm.netloc, host):
-            raise FetchError("not-allowed", host, f"token realm {realm.netloc} is not an allowed host "
-                                                  "(registry.redirectHosts)")
+            raise FetchError("not-allowed", host, f"{host} names a token realm on {realm.netloc}, which is not an "
+                                                  "allowed host (registry.redirectHosts)")
         scope = params.get("scope") or f"repository:{ref.repository}:pull"
         service = params.get("service", "")
         key = (host, params["realm"], service, scope)

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import datetime as dt
 import hashlib
+import http.client
 import http.server
 import ipaddress
 import json
@@ -481,3 +482,77 @@ class SlowRelay:
     def close(self) -> None:
         self._stop = True
         self.sock.close()
+
+
+class Front:
+    """An HTTPS front (the test CA's certificate) to the real registry at ``target``: it relays requests as they
+    come (the Authorization header included) and relays the answers, except where a script says otherwise. The
+    one part of these tests that is not the real registry: distribution answers neither 429 nor 5xx on demand, and
+    its filesystem storage never redirects blob reads to another host, so the front plays those answers around it.
+
+    ``failures``: statuses answered, in order, to the next manifest requests before relaying (with ``retry_after``
+    as a Retry-After header when set); ``always``: a status answered to every manifest request; ``redirect_blobs``:
+    blob reads are answered ``307`` to ``https://<that host>/blob``. ``log``: (method, path, status) per request."""
+
+    def __init__(self, ca: RegistryCA, target: str, *, failures: list[int] | None = None,
+                 retry_after: str | None = None, always: int | None = None,
+                 redirect_blobs: str | None = None) -> None:
+        self.target, self.failures = target, list(failures or [])
+        self.retry_after, self.always, self.redirect_blobs = retry_after, always, redirect_blobs
+        self.log: list[tuple[str, str, int, float]] = []
+        outer = self
+        client_ctx = ca.client_context()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+                outer.log.append((self.command, self.path.split("?")[0], status, time.monotonic()))
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0]
+                if "/manifests/" in path and outer.always is not None:
+                    return self._send(outer.always, {"Content-Type": "text/plain"}, b"unavailable")
+                if "/manifests/" in path and outer.failures:
+                    status = outer.failures.pop(0)
+                    headers = {"Content-Type": "text/plain"}
+                    if outer.retry_after is not None:
+                        headers["Retry-After"] = outer.retry_after
+                    return self._send(status, headers, b"slow down")
+                if "/blobs/" in path and outer.redirect_blobs:
+                    return self._send(307, {"Location": f"https://{outer.redirect_blobs}/blob"})
+                conn = http.client.HTTPSConnection(outer.target, context=client_ctx, timeout=10)
+                headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "accept")}
+                conn.request("GET", self.path, headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+                keep = ("content-type", "docker-content-digest", "www-authenticate", "location",
+                        "docker-distribution-api-version")
+                self._send(resp.status, {k: v for k, v in resp.getheaders() if k.lower() in keep}, body)
+                conn.close()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.socket = ca.server_context().wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def statuses(self, kind: str) -> list[int]:
+        return [status for _m, path, status, _t in self.log if f"/{kind}/" in path]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

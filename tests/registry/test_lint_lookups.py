@@ -17,75 +17,8 @@ from typing import Any
 import pytest
 
 from compatcheck.cli import main
-from tests.registry.conftest import CUDA13_ENV, Images, registry_binary
+from tests.registry.conftest import CUDA13_ENV, R535, TOO_OLD_13, UNKNOWN, Images, registry_binary, short
 from tests.registry.harness import USERS, Listener, Registry, RegistryCA
-
-R560, R535 = "560.35.03", "535.104.05"
-# Two data-center (Tesla T4) nodes; the driver and the architecture vary by test.
-NODES = """apiVersion: compatcheck/v1
-kind: ClusterProfile
-nodePools:
-- name: t4
-  count: 2
-  gpu: Tesla-T4
-  driver: "DRIVER"
-  gpusPerNode: 4
-  labels: {kubernetes.io/arch: ARCH}
-"""
-TOO_OLD_13 = ("image CUDA 13.0 (image {image} (manifest {digest}), whose config sets CUDA_VERSION=13.0.0) needs a "
-              "driver from branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on t4-0, t4-1; the image's "
-              "forward compatibility lists driver branches 535, 550, 565, 570, 575 only")
-UNKNOWN = ("CUDA runtime of container 'main' is unknown (no image pattern recognises {image!r}); declare it with the "
-           'annotation compatcheck.io/cuda-runtime.main: "12.4" (or without .main for every container), set env '
-           "CUDA_VERSION, or add an image pattern in your rules data directory")
-
-
-def pod(image: str) -> str:
-    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: serve}}\nspec:\n  containers:\n  - name: main\n"
-            f"    image: {image}\n    resources: {{limits: {{nvidia.com/gpu: 1}}}}\n")
-
-
-def short(digest: str) -> str:
-    return digest[: len("sha256:") + 12]
-
-
-class Run:
-    """One lint run in-process: exit code, the JSON report, stderr."""
-
-    def __init__(self, code: int, report: dict[str, Any], err: str) -> None:
-        self.code, self.report, self.err = code, report, err
-
-    @property
-    def findings(self) -> list[tuple[str, str, str]]:
-        return [(f["rule"], f["pointer"], f["message"]) for f in self.report["findings"]]
-
-    @property
-    def notes(self) -> list[str]:
-        return [s["reason"] for s in self.report["skipped"]]
-
-
-@pytest.fixture
-def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-         ca: RegistryCA) -> Any:
-    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-
-    def run(image: str, *args: str, images: Images | None = None, arch: str = "amd64", driver: str = R560,
-            config: dict[str, Any] | None = None) -> Run:
-        manifest = tmp_path / "pod.yaml"
-        manifest.write_text(pod(image))
-        nodes = tmp_path / "nodes.yaml"
-        nodes.write_text(NODES.replace("ARCH", arch).replace("DRIVER", driver))
-        if images is not None:
-            monkeypatch.setenv("DOCKER_CONFIG", str(images.docker_config))
-        cfg = tmp_path / ".compatcheck.yaml"
-        cfg.write_text(json.dumps({"apiVersion": "compatcheck/v1", **({"registry": config} if config else {})}))
-        code = main(["lint", str(manifest), "--nodes", str(nodes), "--format", "json", "--config", str(cfg),
-                     "--registry-ca", str(ca.ca_file), *args])
-        out, err = capsys.readouterr()
-        return Run(code, json.loads(out), err)
-
-    return run
 
 
 @pytest.mark.parametrize("auth", ["basic", "token"])

@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, admission_review
-from tests.registry.conftest import Images
+from tests.registry.conftest import NODES, R560, TOO_OLD_13, Images
 from tests.registry.harness import Listener, SlowRelay, free_port
-from tests.registry.test_lint_lookups import NODES, R560, TOO_OLD_13
 
 DELAY = 0.6  # seconds the slow relay waits before each connection goes through: longer than the budget
 
