@@ -98,7 +98,12 @@ class ImageCache:
         data = self._read(self._facts_path(digest, platform))
         if data is None:
             return None
-        rf = facts_from_json(data.get("facts"), f"cache {self.root}")
+        origin, read_at = data.get("source"), data.get("readAt")
+        source = f"the cache {self.root}"
+        if isinstance(origin, str) and isinstance(read_at, (int, float)):
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(read_at))
+            source += f" (read from {origin} at {when})"
+        rf = facts_from_json(data.get("facts"), source)
         if rf is None:
             return None
         return RegistryFacts(reference, rf.digest, rf.platform, rf.env, rf.labels, rf.config_digest, rf.source)
@@ -122,7 +127,8 @@ class ImageCache:
     # ------------------------------------------------------------------ writes
     def store(self, reference: str, resolved: str, facts: RegistryFacts, tagged: bool) -> None:
         """Record ``facts`` under the digest the reference resolved to, and the tag -> digest mapping."""
-        entries = [(self._facts_path(resolved, facts.platform), {"format": FORMAT, "facts": facts_to_json(facts)})]
+        entries = [(self._facts_path(resolved, facts.platform), {"format": FORMAT, "facts": facts_to_json(facts),
+                                                                 "source": facts.source, "readAt": self.clock()})]
         if tagged:
             entries.append((self._tag_path(reference, facts.platform),
                             {"format": FORMAT, "reference": reference, "digest": resolved, "readAt": self.clock()}))

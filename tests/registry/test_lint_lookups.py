@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,19 @@ from typing import Any
 import pytest
 
 from compatcheck.cli import main
-from tests.registry.conftest import CUDA13_ENV, R535, TOO_OLD_13, UNKNOWN, Images, registry_binary, short
+from tests.registry.conftest import (
+    CUDA13_ENV,
+    NODES,
+    R535,
+    R560,
+    TOO_OLD_13,
+    UNKNOWN,
+    Images,
+    pod,
+    registry_binary,
+    short,
+)
+from tests.registry.conftest import REQUIRE_13_0 as CUDA13_REQUIRE
 from tests.registry.harness import USERS, Listener, Registry, RegistryCA
 
 
@@ -247,3 +263,58 @@ def test_an_invalid_facts_file_is_a_located_error(lint: Any, tmp_path: Path, con
     run = lint("registry.corp/ml/serving:1", "--image-facts", str(bad))
     assert run.code == 2
     assert [(e["file"], e["line"], e["message"]) for e in run.report["errors"]] == [(str(bad), line, message)]
+
+
+def test_concurrent_runs_share_the_cache_safely(basic: Images, tmp_path: Path) -> None:
+    """Eight pre-commit-style runs at once, one cache directory: each run is right, and the cache holds whole
+    entries only (written through a temporary file renamed over the entry)."""
+    image = basic.ref("ml/serving:2025-10-14")
+    (tmp_path / "pod.yaml").write_text(pod(image))
+    (tmp_path / "nodes.yaml").write_text(NODES.replace("ARCH", "amd64").replace("DRIVER", R560))
+    env = {**os.environ, "COMPATCHECK_CACHE_DIR": str(tmp_path / "cache"),
+           "DOCKER_CONFIG": str(basic.docker_config)}
+    cmd = [sys.executable, "-m", "compatcheck", "lint", str(tmp_path / "pod.yaml"), "--nodes",
+           str(tmp_path / "nodes.yaml"), "--format", "json", "--registry-ca", str(basic.registry.ca.ca_file)]
+    expected = [("cuda-driver-too-old", "/spec/containers/0/image",
+                 TOO_OLD_13.format(image=image, digest=short(basic.serving.digest)))]
+    for mode in ("--registry-lookups", "--offline"):  # cold, all racing to fill the cache; then from it alone
+        procs = [subprocess.Popen([*cmd, mode], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(8)]
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 1, err.decode()
+            report = json.loads(out)
+            assert [(f["rule"], f["pointer"], f["message"]) for f in report["findings"]] == expected
+            assert report["skipped"] == []
+    files = sorted((tmp_path / "cache").rglob("*"))
+    entries = [p for p in files if p.is_file()]
+    assert sorted(p.parent.name for p in entries) == ["facts", "tags"]  # no temporary file left behind
+    assert all(isinstance(json.loads(p.read_text()), dict) for p in entries)
+
+
+def test_images_explain_shows_the_config_and_where_it_came_from(basic: Images, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(basic.docker_config))
+    monkeypatch.chdir(tmp_path)
+    image = basic.ref("ml/serving:2025-10-14")
+    ca = ["--registry-ca", str(basic.registry.ca.ca_file)]
+    assert main(["images", "explain", image, "--registry-lookups", *ca]) == 0
+    cold = capsys.readouterr().out
+    assert main(["images", "explain", image, "--offline"]) == 0
+    warm = capsys.readouterr().out
+    head = (f"{image}\n  config: linux/amd64 manifest {basic.serving.digest}, config "
+            f"{basic.serving.config_digest}, from ")
+    assert cold.startswith(head + f"registry {basic.registry.host}\n")
+    assert re.match(re.escape(head + f"the cache {tmp_path / 'cache'} (read from registry {basic.registry.host} at ")
+                    + r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n", warm)
+    for text in (cold, warm):
+        assert "    env CUDA_VERSION=13.0.0\n" in text and f"    env NVIDIA_REQUIRE_CUDA={CUDA13_REQUIRE}\n" in text
+        assert "    label org.opencontainers.image.source=https://git.corp/ml/serving\n" in text
+        assert "  image table: no profile recognises it\n" in text
+    assert main(["images", "explain", image, "--offline", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["cuda"], data["tableProfile"], data["config"]["digest"]) == ("13.0.0", None, basic.serving.digest)
+    assert data["cudaOrigin"] == (f"image {image} (manifest {short(basic.serving.digest)}), whose config sets "
+                                  "CUDA_VERSION=13.0.0")
