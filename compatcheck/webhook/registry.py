@@ -77,7 +77,8 @@ class AdmissionLookups:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency,
                                                           thread_name_prefix="registry")
         self._cache: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
-        self._inflight: dict[tuple[str, str], concurrent.futures.Future[_Entry]] = {}
+        # Fetches under way, with when each started (monotonic).
+        self._inflight: dict[tuple[str, str], tuple[concurrent.futures.Future[_Entry], float]] = {}
         self._lock = threading.Lock()
         self._platforms: tuple[int, str] | None = None
         m = metrics
@@ -104,6 +105,7 @@ class AdmissionLookups:
         started = time.monotonic()
         found: dict[str, RegistryFacts] = {}
         waiting: dict[str, concurrent.futures.Future[_Entry]] = {}
+        wait = 0.0
         now = time.monotonic()
         for image in images:
             ref = parse_reference(image)
@@ -127,10 +129,16 @@ class AdmissionLookups:
                     self._results["failed-recently"].inc()
                 continue
             self._results["miss"].inc()
-            waiting[image] = self._start(key, ref, platform)
+            fut, since = self._start(key, ref, platform)
+            # Wait for a fetch only while it is within the budget from its start: a registry that is slow makes
+            # one review wait the budget, not every review of that image until the fetch gives up.
+            left = min(self.budget, self.budget - (now - since))
+            if left > 0:
+                waiting[image] = fut
+                wait = max(wait, left)
         if waiting:
             wrapped = {image: asyncio.wrap_future(f) for image, f in waiting.items()}
-            await asyncio.wait(list(wrapped.values()), timeout=self.budget)
+            await asyncio.wait(list(wrapped.values()), timeout=wait)
             for image, fut in wrapped.items():
                 if fut.done() and not fut.cancelled() and fut.exception() is None:
                     entry = fut.result()
@@ -142,14 +150,17 @@ class AdmissionLookups:
         return found
 
     # ------------------------------------------------------------------ fetching (pool threads)
-    def _start(self, key: tuple[str, str], ref: ImageRef, platform: str) -> concurrent.futures.Future[_Entry]:
+    def _start(self, key: tuple[str, str], ref: ImageRef,
+               platform: str) -> tuple[concurrent.futures.Future[_Entry], float]:
+        """The fetch of ``key`` under way, or a new one; and when it started."""
         with self._lock:
             running = self._inflight.get(key)
             if running is not None:
                 return running
+            started = time.monotonic()
             fut = self.pool.submit(self._fetch, key, ref, platform)
-            self._inflight[key] = fut
-            return fut
+            self._inflight[key] = (fut, started)
+            return fut, started
 
     def _fetch(self, key: tuple[str, str], ref: ImageRef, platform: str) -> _Entry:
         started = time.monotonic()
