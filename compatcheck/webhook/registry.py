@@ -129,12 +129,12 @@ class AdmissionLookups:
                     self._results["failed-recently"].inc()
                 continue
             self._results["miss"].inc()
-            fut, since = self._start(key, ref, platform)
+            job, since = self._start(key, ref, platform)
             # Wait for a fetch only while it is within the budget from its start: a registry that is slow makes
             # one review wait the budget, not every review of that image until the fetch gives up.
             left = min(self.budget, self.budget - (now - since))
             if left > 0:
-                waiting[image] = fut
+                waiting[image] = job
                 wait = max(wait, left)
         if waiting:
             wrapped = {image: asyncio.wrap_future(f) for image, f in waiting.items()}
