@@ -110,8 +110,9 @@ def _text(d: JsonObject) -> str:
             lines.append(f"    env {k}={v}")
         for k, v in cfg["labels"].items():
             lines.append(f"    label {k}={v}")
-    table = d.get("tableProfile")
-    lines.append(f"  image table: {'profile ' + table if table else 'no profile recognises it'}")
+    if cfg:  # what the table says beside the config (which decides is in the CUDA runtime's origin below)
+        table = d.get("tableProfile")
+        lines.append(f"  image table: {'profile ' + table if table else 'no profile recognises it'}")
     if d["profile"] or d["sources"]:
         lines.append(f"  profile: {d['profile'] or '(none)'} (sources: {', '.join(d['sources'])})")
     if d["noCudaRuntime"]:
