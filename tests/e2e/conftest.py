@@ -75,7 +75,7 @@ def wait_until(cond: Callable[[], Any], timeout: float = 10.0, step: float = 0.0
 # ---------------------------------------------------------------------------------------------- objects
 
 
-def gpu_node(name: str, *, product: str = "Tesla-T4", driver: str = "535.104.05", gpus: int = 4,
+def gpu_node(name: str, *, product: str = "Tesla-T4", driver: str = "560.35.03", gpus: int = 4,
              labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """A Node as GPU Feature Discovery labels it."""
     major = driver.split(".")[0]

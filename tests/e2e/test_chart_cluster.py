@@ -41,8 +41,8 @@ CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfigu
                   "MutatingWebhookConfiguration", "Namespace"}
 CRL = FIXTURES / "crl-default-missing" / "crl.yaml"
 
-CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580: an error on the R535 pool
-CUDA12_2 = "nvidia/cuda:12.2.2-base-ubuntu22.04"  # what R535 runs: no finding
+CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580: an error on the R560 pool
+CUDA12_2 = "nvidia/cuda:12.2.2-base-ubuntu22.04"  # what R560 runs: no finding
 CUDA11_8 = "nvidia/cuda:11.8.0-base-ubuntu22.04"  # on R580 (CUDA 13): a major skew, a warning only
 VCUDA = "nvidia/cuda:11.4.3-base-ubuntu20.04"  # the GPU-Manager pool's vGPU baseline
 T4, H100, VGPU = "chart-t4", "chart-h100", "chart-vgpu"  # node pools (label pool=...) of this module
@@ -52,7 +52,7 @@ ENDPOINTS = ("validate", "mutate")
 
 # What kubectl prints, exactly: denial lines are cut at 200 characters, warnings at 120 (compatcheck.core.admission).
 TOO_OLD = ("- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver from "
-           "branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on chart-t4-0; forward compatibility (c…\n")
+           "branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on chart-t4-0; the image's forward compa…\n")
 SKEW = ("Warning: cuda-driver-major-skew: driver CUDA 13.0 is more than 1 major version ahead of image CUDA 11.8 on "
         "580.65.06 (CUDA 13.0)…\n")
 MUTATED = ("Warning: compatcheck fixed crl-default-missing: set limits.example.com/vcuda-priority to the CRL default "
@@ -387,10 +387,10 @@ class TestSecretMode:
         out = kubectl_apply(kapi, ns, bf16)
         assert (out.returncode, out.stdout) == (0, "pod/bf16 created\n"), out.stderr
         assert out.stderr == (  # one line each, cut at 120 characters (see compatcheck.core.admission.MAX_WARNING)
-            "Warning: cuda-driver-behind-runtime: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than the "
-            "driver's CUDA on 535.104.…\n"
             "Warning: dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible "
-            "GPUs: Tesla-T4 (compute cap…\n")
+            "GPUs: Tesla-T4 (compute cap…\n"
+            "Warning: cuda-driver-needs-forward-compat: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than "
+            "the driver on 560.35.03…\n")
         assert get(kapi, ns, "Pod", "bf16")["spec"]["containers"][0]["args"] == ["--dtype=bfloat16"]  # not fixed
 
 
@@ -457,7 +457,7 @@ def test_self_managed_tls_converges_on_one_secret_without_renewing(kapi: KubeAPI
     assert [served(wh) for wh in chart.replicas] == [serving, serving]
     assert sum(len(logged(wh, "created TLS secret")) for wh in chart.replicas) == 1
     assert [logged(wh, "renewed serving certificate") for wh in chart.replicas] == [[], []]
-    # The API server trusts it: a CUDA 13 Pod on the R535 pool is denied, not failed (failurePolicy Fail).
+    # The API server trusts it: a CUDA 13 Pod on the R560 pool is denied, not failed (failurePolicy Fail).
     ns = namespace(kapi.client(), "chart-tls")
     out = kubectl_apply(kapi, ns, gpu_pod("p", CUDA13, nodeSelector={"pool": T4}), "--dry-run=server")
     assert (out.returncode, out.stderr) == (1, denied("Pod", ns, "p"))
@@ -574,7 +574,7 @@ def test_update_of_an_object_with_a_stored_problem(kapi: KubeAPIServer, chart: I
         f'error when patching "STDIN": admission webhook "workloads.validate.compatcheck.io" denied the request: '
         f"compatcheck denied Deployment {ns}/d:\n- cuda-driver-too-old: image CUDA 13.1 (image "
         "nvidia/cuda:13.1.0-base-ubuntu24.04) needs a driver from branch >= 590 (or >= 580 with minor-version "
-        "compatibility); eligible nodes run 535.104.05 (CUDA …\n"), out.stderr
+        "compatibility); eligible nodes run 560.35.03 (CUDA 1…\n"), out.stderr
     assert get(kapi, ns, "Deployment", "d")["spec"]["template"]["spec"]["containers"][0]["image"] == CUDA13
 
 

@@ -24,8 +24,8 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.kapi import KubeAPIServer
 
-CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580; the nodes run R535
-CUDA12_8 = "nvidia/cuda:12.8.1-base-ubuntu24.04"  # R535 runs it only through minor-version compatibility
+CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580; the nodes run R560
+CUDA12_8 = "nvidia/cuda:12.8.1-base-ubuntu24.04"  # R560 runs it only through minor-version compatibility
 
 
 def apply(kapi: KubeAPIServer, ns: str, obj: dict[str, Any], *args: str) -> tuple[int, str]:
@@ -62,7 +62,7 @@ CONDITION_TAINTS = [
 
 
 def test_not_ready_and_cordoned_pools_stay_in_scope(kapi: KubeAPIServer, webhooks: Callable[..., Webhook]) -> None:
-    """Fail-open: condition taints used to take the pool out of scope, so a CUDA 13 image on R535 nodes was
+    """Fail-open: condition taints used to take the pool out of scope, so a CUDA 13 image on R560 nodes was
     allowed (with a toleration warning for not-ready) while the nodes rebooted for a driver upgrade."""
     api = kapi.client()
     pool = [create_node(api, gpu_node(f"t4-cond-{i}", labels={"pool": "cond"})) for i in range(2)]

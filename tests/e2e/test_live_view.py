@@ -84,7 +84,7 @@ def test_the_first_list_builds_a_whole_snapshot(cluster: KubeAPIServer, loaded: 
         assert (snap.crl_valid, snap.crl_invalid) == (1, 1)  # the invalid one is ignored whole, and counted
         assert len(pages) == 3 and pages[1].get("_continue")
         facts = snap.ctx.cluster.classes[0].facts  # type: ignore[union-attr]
-        assert str(facts.driver) == "535.104.05" and str(facts.compute_capability) == "7.5"
+        assert str(facts.driver) == "560.35.03" and str(facts.compute_capability) == "7.5"
         # Never half a cluster: every snapshot ever published had all the Nodes and the CRL defaults.
         assert metrics.published and all(v in (-1, 5) for v, _ in metrics.published)
         assert all(v in (-1, 1) for _, v in metrics.published)
@@ -127,9 +127,9 @@ def test_a_node_label_change_rebuilds_facts(cluster: KubeAPIServer, loaded: Load
             "nvidia.com/cuda.driver-version.full": "580.65.06"}}}, _preload_content=False).data)
         wait_until(lambda: int(view.snapshot.nodes_version) >= int(patched["metadata"]["resourceVersion"]))
         drivers = sorted(str(c.facts.driver) for c in view.snapshot.ctx.cluster.classes)  # type: ignore[union-attr]
-        assert drivers == ["535.104.05", "580.65.06"]
+        assert drivers == ["560.35.03", "580.65.06"]
     finally:
-        core.patch_node("t4-0", {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "535.104.05"}}})
+        core.patch_node("t4-0", {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "560.35.03"}}})
         view.stop()
 
 
@@ -261,6 +261,6 @@ def test_a_node_problem_is_logged_and_counted_once(cluster: KubeAPIServer, loade
         assert metrics.registry.get_sample_value("compatcheck_node_problems_reported_total", {"field": label}) == 1
         assert metrics.registry.get_sample_value("compatcheck_node_problems") == 1
     finally:
-        core.patch_node("t4-0", {"metadata": {"labels": {label: "535.104.05"}}})
+        core.patch_node("t4-0", {"metadata": {"labels": {label: "560.35.03"}}})
         core.patch_node("t4-1", {"metadata": {"labels": {"nvidia.com/gfd.timestamp": None}}})
         view.stop()

@@ -312,10 +312,12 @@ class PodAnalysis:
 
     def _resolve_runtime(self, c: ContainerTarget) -> CudaRuntime:
         ann = self.pod.annotations
-        meta_ptr = "/metadata/annotations"
+        template = self.pod.template_annotations or {}
         for key in (f"{RUNTIME_ANNOTATION}.{c.name}", RUNTIME_ANNOTATION):
             if key in ann:
-                ptr = f"{meta_ptr}/{escape_token(key)}"
+                # The pod template's annotations win over the object's (workloads.pod_targets): point where it is.
+                meta = f"{self.pod.template_pointer}/metadata" if key in template else "/metadata"
+                ptr = f"{meta}/annotations/{escape_token(key)}"
                 try:
                     return CudaRuntime(parse_cuda_version(ann[key]), f"annotation {key}", ptr)
                 except VersionError as exc:

@@ -290,9 +290,8 @@ def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement:
     if old.startswith(flag + "="):
         return Fix(f"use {flag}={replacement}", Applicability.UNSAFE,
                    (PatchOp("replace", pointer, f"{flag}={replacement}"),))
-    if old == flag and i + 1 < len(items):
-        return Fix(f"use {flag} {replacement}", Applicability.UNSAFE,
-                   (PatchOp("replace", f"{c.pointer}/{key}/{i + 1}", replacement),))
+    if i > 0 and str(items[i - 1]) == flag:  # "--flag value" in two items: the pointer is at the value
+        return Fix(f"use {flag} {replacement}", Applicability.UNSAFE, (PatchOp("replace", pointer, replacement),))
     if flag in old:  # inside a shell string
         new = re.sub(re.escape(flag) + r"([= ])\S+", lambda m: f"{flag}{m.group(1)}{replacement}", old, count=1)
         return Fix(f"use {flag} {replacement}", Applicability.UNSAFE, (PatchOp("replace", pointer, new),))
@@ -456,10 +455,11 @@ def _mps(a: PodAnalysis, ctx: EvalContext, params: MpsParams) -> Iterator[Violat
                                 "e.g. 0=1G", f"{c.pointer}/env/{found[0]}/value", c.name)
     if not a.is_gpu_pod:
         return
-    mps = [f for f in a.scope if f.sharing_strategy == "mps"]
     sel = a.pod.spec.get("nodeSelector")
     pinned_mps = isinstance(sel, dict) and sel.get("nvidia.com/gpu.sharing-strategy") == "mps"
-    if not mps and not pinned_mps:
+    # Without --nodes the scope is the GPUs the pod pins, which say nothing of sharing: pinned to MPS, it shares them.
+    mps = [f for f in a.scope if pinned_mps or f.sharing_strategy == "mps"]
+    if not mps:
         return
     min_cc, min_cuda = params.min_compute_capability, params.min_driver_cuda
     old_gpu = [f for f in mps if f.compute_capability is not None and f.compute_capability < min_cc]

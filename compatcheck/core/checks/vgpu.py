@@ -181,7 +181,7 @@ def _env_required(a: PodAnalysis, ctx: EvalContext, params: EnvRequiredParams) -
         current = "not set" if found is None else f"{found[1]!r}"
         ptr = f"{c.pointer}/env/{found[0]}/value" if found else (f"{c.pointer}/env" if "env" in c.data
                                                                  else c.pointer)
-        yield Violation(f"{params.what} on GPU-Manager vGPU needs {name}={value} ({name} is {current}); "
+        yield Violation(f"{params.what} on {_LABEL[params.when]} vGPU needs {name}={value} ({name} is {current}); "
                         f"{params.why}", ptr, c.name,
                         Fix(f"set {name}={value}", Applicability.SAFE, add_env_ops(c, name, value)))
 

@@ -1,0 +1,301 @@
+"""checks/driver.py: the driver/runtime checks on small clusters (too old, behind the runtime, major skew) with their
+affinity fixes, the driver a pod pins by itself, and unknown runtimes, each finding exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compatcheck.core.knowledge import KnowledgeBase
+from compatcheck.core.model import Applicability, Fix, PatchOp
+from tests.core.helpers import container, found, messages, node, pod, rule
+
+FULL = "nvidia.com/cuda.driver-version.full"
+GFD_MAJOR, GFD_MINOR = "nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"
+IMAGE = "/spec/containers/0/image"
+CUDA_124 = "image nvidia/cuda:12.4.1-base"
+FORWARD = "; forward compatibility (cuda-compat libraries in the image) can bridge this on datacenter GPUs only"
+
+
+def driver_node(name: str, driver: str | None = None, product: str | None = "Tesla-T4", **labels: str) -> Any:
+    extra = dict(labels)
+    if driver:
+        extra[FULL] = driver
+    if product:
+        extra["nvidia.com/gpu.product"] = product
+    return node(name, extra, {"nvidia.com/gpu": 8})
+
+
+def affinity_fix(runtime: str, terms: list[list[dict[str, Any]]], keys: str = f"{GFD_MAJOR}/minor", *,
+                 path: str = "/spec/affinity", wrap: bool = True) -> Fix:
+    value: Any = [{"matchExpressions": t} for t in terms]
+    if wrap:
+        value = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": value}}}
+    return Fix(f"require nodes whose driver supports CUDA {runtime} ({keys})", Applicability.UNSAFE,
+               (PatchOp("add", path, value),))
+
+
+def gt(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "operator": "Gt", "values": [value]}
+
+
+def is_(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "operator": "In", "values": [value]}
+
+
+FIX_124 = affinity_fix("12.4", [[gt(GFD_MAJOR, "12")], [is_(GFD_MAJOR, "12"), gt(GFD_MINOR, "3")]])
+
+
+@pytest.mark.parametrize(("image", "nodes", "message"), [
+    ("nvidia/cuda:12.4.1-base", [driver_node("old", "470.82.01")],
+     f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550 (or >= 525 with minor-version compatibility); "
+     f"eligible nodes run 470.82.01 (CUDA 11.4) on old{FORWARD}"),
+    ("nvidia/cuda:12.4.1-base", [driver_node("old", "470.82.01", "GeForce-RTX"),
+                                 driver_node("new", "550.54.15", "GeForce-RTX")],
+     f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550 (or >= 525 with minor-version compatibility); "
+     "eligible nodes run 470.82.01 (CUDA 11.4) on old"),  # no datacenter GPU: no forward compatibility
+    ("nvidia/cuda:12.4.1-base", [driver_node("p", None, "Mystery", **{"cuda-major-version": "11",
+                                                                     "cuda-minor-version": "2"})],
+     f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550 (or >= 525 with minor-version compatibility); "
+     f"eligible nodes run a driver for CUDA 11.2 on p{FORWARD}"),
+    ("nvidia/cuda:11.4.0-base", [driver_node("old", "450.51.06", **{GFD_MAJOR: "11", GFD_MINOR: "0"})],
+     "image CUDA 11.4 (image nvidia/cuda:11.4.0-base) needs a driver from branch >= 470 (or >= 450.80.02 with "
+     f"minor-version compatibility); eligible nodes run 450.51.06 (CUDA 11.0) on old{FORWARD}"),
+    ("nvidia/cuda:12.6.0-base", [driver_node("old", "470.82.01")],
+     "image CUDA 12.6 (image nvidia/cuda:12.6.0-base) needs a driver for CUDA >= 12.6 (or >= 525 with minor-version "
+     f"compatibility); eligible nodes run 470.82.01 (CUDA 11.4) on old{FORWARD}"),
+    ("nvidia/cuda:10.2.0-base", [driver_node("old", "418.39", **{GFD_MAJOR: "10", GFD_MINOR: "1"})],
+     "image CUDA 10.2 (image nvidia/cuda:10.2.0-base) needs a driver from branch >= 440; eligible nodes run 418.39 "
+     f"(CUDA 10.1) on old{FORWARD}"),
+])
+def test_cuda_driver_too_old(image: str, nodes: list[Any], message: str) -> None:
+    ((pointer, c, got, fix),) = found("cuda-driver-too-old", pod(container(image=image)), nodes=nodes)
+    assert (pointer, c, got) == (IMAGE, "c", message)
+    assert fix is not None and fix.applicability is Applicability.UNSAFE
+
+
+def test_cuda_driver_too_old_names_at_most_three_node_kinds() -> None:
+    nodes = [driver_node(f"n{i}-{j}", f"47{i}.1") for i in range(5) for j in range(3)]
+    (message,) = messages("cuda-driver-too-old", pod(container()), nodes=nodes)
+    assert message.split("eligible nodes run ")[1] == (
+        "470.1 (CUDA 11.4) on n0-0, n0-1 and 1 more; 471.1 (CUDA 11.4) on n1-0, n1-1 and 1 more; 472.1 (CUDA 11.4) on "
+        f"n2-0, n2-1 and 1 more (+2 more node kinds){FORWARD}")
+    three = [driver_node(f"n{i}", f"47{i}.1") for i in range(3)]
+    (message,) = messages("cuda-driver-too-old", pod(container()), nodes=three)
+    assert message.endswith(f"472.1 (CUDA 11.4) on n2{FORWARD}")
+
+
+def test_nodes_without_a_known_driver_are_left_out() -> None:
+    assert found("cuda-driver-too-old", pod(container()), nodes=[driver_node("x", None)]) == []
+    assert found("cuda-driver-too-old", pod(container(image="busybox")), nodes=[driver_node("o", "470.82.01")]) == []
+    assert found("cuda-driver-too-old", pod(container()), nodes=[driver_node("new", "550.54.15")]) == []
+
+
+@pytest.mark.parametrize(("spec", "nodes", "fix"), [
+    ({}, [driver_node("old", "470.82.01")], FIX_124),
+    ({}, [driver_node("old", None, **{"cuda-major-version": "11", "cuda-minor-version": "4"})],
+     affinity_fix("12.4", [[gt("cuda-major-version", "12")], [is_("cuda-major-version", "12"),
+                                                              gt("cuda-minor-version", "3")]],
+                  "cuda-major-version/cuda-minor-version")),
+    ({}, [driver_node("old", None, **{"cuda-major-version": "11", "cuda-minor-version": "4"}),
+          driver_node("gfd", "470.82.01", **{GFD_MAJOR: "11", GFD_MINOR: "4"})], FIX_124),  # GFD labels win
+    ({"nodeSelector": {"pool": "x"}, "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [is_("pool", "x")], "matchFields": []},
+                              {"matchExpressions": [is_("zone", "z")]}]}}}},
+     [driver_node("old", "470.82.01", pool="x", zone="z")],
+     Fix("require nodes whose driver supports CUDA 12.4 (nvidia.com/cuda.runtime-version.major/minor)",
+         Applicability.UNSAFE, (PatchOp("replace", "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnored"
+                                                   "DuringExecution/nodeSelectorTerms", [
+             {"matchExpressions": [is_("pool", "x"), gt(GFD_MAJOR, "12")], "matchFields": []},
+             {"matchExpressions": [is_("pool", "x"), is_(GFD_MAJOR, "12"), gt(GFD_MINOR, "3")], "matchFields": []},
+             {"matchExpressions": [is_("zone", "z"), gt(GFD_MAJOR, "12")]},
+             {"matchExpressions": [is_("zone", "z"), is_(GFD_MAJOR, "12"), gt(GFD_MINOR, "3")]}]),))),
+])
+def test_the_affinity_fix(spec: dict[str, Any], nodes: list[Any], fix: Fix) -> None:
+    ((_p, _c, _m, got),) = found("cuda-driver-too-old", pod(container(), **spec), nodes=nodes)
+    assert got == fix
+
+
+def test_the_affinity_fix_for_a_dot_zero_runtime() -> None:
+    ((_p, _c, _m, got),) = found("cuda-driver-too-old", pod(container(image="nvidia/cuda:12.0.1-base")),
+                                 nodes=[driver_node("old", "470.82.01")])
+    assert got == affinity_fix("12.0", [[gt(GFD_MAJOR, "11")]])
+
+
+def test_cuda_driver_behind_runtime() -> None:
+    nodes = [driver_node("mvc", "525.60.13"), driver_node("new", "550.54.15"),
+             driver_node("label", "550.54.15", **{GFD_MAJOR: "12", GFD_MINOR: "2"})]  # the label says more
+    assert found("cuda-driver-behind-runtime", pod(container()), nodes=nodes) == [(
+        IMAGE, "c", f"image CUDA 12.4 ({CUDA_124}) is newer than the driver's CUDA on 525.60.13 (CUDA 12.0) on mvc; "
+                    "550.54.15 (CUDA 12.2) on label: it runs only through minor-version compatibility (no PTX JIT, no "
+                    "newer-driver APIs); use a driver from branch >= 550", FIX_124)]
+    assert found("cuda-driver-behind-runtime", pod(container()), nodes=[driver_node("old", "470.82.01")]) == []
+
+
+@pytest.mark.parametrize(("image", "params", "expected"), [
+    ("nvidia/cuda:11.4.0-base", {}, ["driver CUDA 13.0 is more than 1 major version ahead of image CUDA 11.4 on a "
+                                     "driver for CUDA 13.0 on n13; such a skew is outside what NVIDIA tests and may be "
+                                     "unstable"]),
+    ("nvidia/cuda:11.4.0-base", {"maxMajorSkew": 2}, []),
+    ("nvidia/cuda:10.2.0-base", {"maxMajorSkew": 2}, [
+        "driver CUDA 13.0 is more than 2 major version ahead of image CUDA 10.2 on a driver for CUDA 13.0 on n13; such "
+        "a skew is outside what NVIDIA tests and may be unstable"]),
+    ("nvidia/cuda:12.4.1-base", {}, []),
+])
+def test_cuda_driver_major_skew(image: str, params: dict[str, Any], expected: list[str]) -> None:
+    nodes = [driver_node("n13", None, **{GFD_MAJOR: "13", GFD_MINOR: "0"}), driver_node("n12", None, **{
+        GFD_MAJOR: "12", GFD_MINOR: "0"}), driver_node("unknown", None)]
+    assert found("cuda-driver-major-skew", pod(container(image=image)), params, nodes=nodes) == [
+        (IMAGE, "c", m, None) for m in expected]
+
+
+def test_major_skew_default() -> None:
+    assert rule("cuda-driver-major-skew").prepared.max_major_skew == 1
+    assert rule("cuda-driver-major-skew", {"maxMajorSkew": 0}).prepared.max_major_skew == 0
+
+
+def test_driver_checks_look_only_at_eligible_gpu_nodes() -> None:
+    nodes = [driver_node("old", "470.82.01", pool="a"), driver_node("new", "550.54.15", pool="b"),
+             node("cpu", {FULL: "470.82.01", "pool": "b"}, {})]
+    assert messages("cuda-driver-too-old", pod(container(), nodeSelector={"pool": "b"}), nodes=nodes) == []
+    assert len(messages("cuda-driver-too-old", pod(container(), nodeSelector={"pool": "a"}), nodes=nodes)) == 1
+
+
+# ---------------------------------------------------------------------------------------- the pinned driver
+
+
+def pin(image: str = "nvidia/cuda:12.4.1-base", params: dict[str, Any] | None = None, kb: KnowledgeBase | None = None,
+        **spec: Any) -> list[Any]:
+    return found("cuda-affinity-pin", pod(container(image=image), **spec), params, **({"kb": kb} if kb else {}))
+
+
+def terms(*terms_: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": t} for t in terms_]}}}
+
+
+TOO_OLD_11 = (f"the pod's node selection admits only drivers for CUDA 11.4, too old for image CUDA 12.4 ({CUDA_124}); "
+              "it needs a driver from branch >= 550 (or >= 525 with minor-version compatibility)")
+
+
+@pytest.mark.parametrize(("spec", "params", "expected"), [
+    ({"nodeSelector": {"cuda-major-version": "11"}}, None, [("/spec/nodeSelector", TOO_OLD_11)]),
+    ({"nodeSelector": {"nvidia.com/cuda.driver-version.major": "470", "pool": "x"}}, None,
+     [("/spec/nodeSelector", TOO_OLD_11)]),
+    ({"affinity": terms([{"key": GFD_MAJOR, "operator": "In", "values": ["11"]}])}, None,
+     [("/spec/affinity/nodeAffinity", TOO_OLD_11)]),
+    ({"nodeSelector": {"pool": "x"}, "affinity": terms([{"key": "nvidia.com/cuda.driver.major", "operator": "In",
+                                                          "values": ["470", "440"]}])}, None,
+     [("/spec/affinity/nodeAffinity", f"the pod's node selection admits only drivers for CUDA 10.2, 11.4, too old for "
+                                      f"image CUDA 12.4 ({CUDA_124}); it needs a driver from branch >= 550 (or >= 525 "
+                                      "with minor-version compatibility)")]),
+    ({"nodeSelector": {"cuda-major-version": "12"}}, None, []),  # 550 is among them
+    ({"nodeSelector": {"cuda-major-version": "12", "cuda-minor-version": "0"}}, None, []),  # minor-version compatible
+    ({"nodeSelector": {"cuda-major-version": "12", "cuda-minor-version": "0"}}, {"accept": ["compatible"]},
+     [("/spec/nodeSelector", f"the pod's node selection admits only drivers for CUDA 12.0, too old for image CUDA 12.4 "
+                             f"({CUDA_124}); it needs a driver from branch >= 550")]),
+    ({"nodeSelector": {"cuda-major-version": "9"}}, None, []),  # no known driver is admitted
+    ({"nodeSelector": {"pool": "x"}}, None, []),  # no driver pinned
+    ({"affinity": terms([{"key": "cuda-major-version", "operator": "In", "values": ["11"]}], [
+        {"key": "pool", "operator": "In", "values": ["x"]}])}, None, []),  # one OR-branch pins no driver
+    ({"affinity": terms()}, None, []),
+    ({}, None, []),
+])
+def test_cuda_affinity_pin(spec: dict[str, Any], params: dict[str, Any] | None, expected: list[Any]) -> None:
+    assert pin(params=params, **spec) == [(p, "c", m, None) for p, m in expected]
+
+
+def test_an_unpinned_pod_is_never_judged_against_every_driver() -> None:
+    assert pin("nvidia/cuda:13.0.0-base") == []  # no branch of the table runs CUDA 13
+    assert pin("nvidia/cuda:13.0.0-base", affinity=terms([{"key": "cuda-major-version", "operator": "Gt",
+                                                             "values": ["1"]}]))[0][2].startswith(
+        "the pod's node selection admits only drivers for CUDA 10.2, 11.4, 12.0, 12.4, too old for image CUDA 13.0")
+
+
+def test_the_affinity_pin_names_at_most_six_cudas_in_numeric_order() -> None:
+    branches = [(384, "9.0"), (390, "9.1"), (396, "9.2"), (410, "10.0"), (418, "10.1"), (440, "10.2"), (450, "11.0")]
+    kb = KnowledgeBase.from_tables({"driver-branches": [{"branch": b, "maxCuda": c} for b, c in branches],
+                                    "image-profiles": [{"name": "cuda", "pattern": r"^nvidia/cuda:(?P<cuda>[^-]+)-",
+                                                        "source": "s"}]})
+    wide = terms([{"key": "cuda-major-version", "operator": "Lt", "values": ["12"]}])
+    (finding,) = pin(kb=kb, affinity=wide)
+    assert finding[2] == ("the pod's node selection admits only drivers for CUDA 9.0, 9.1, 9.2, 10.0, 10.1, 10.2 ..., "
+                          f"too old for image CUDA 12.4 ({CUDA_124}); it needs a driver for CUDA >= 12.4")
+    six = terms([{"key": "cuda-major-version", "operator": "Lt", "values": ["11"]}])
+    assert pin(kb=kb, affinity=six)[0][2].startswith(
+        "the pod's node selection admits only drivers for CUDA 9.0, 9.1, 9.2, 10.0, 10.1, 10.2, too old")
+
+
+def test_the_affinity_pin_checks_each_gpu_container() -> None:
+    obj = pod(container("old", image="nvidia/cuda:11.2.0-base"), container("new"), container("x", image="busybox"),
+              nodeSelector={"cuda-major-version": "11"})
+    assert [(c, m.split(";")[0]) for _p, c, m, _f in found("cuda-affinity-pin", obj)] == [
+        ("new", "the pod's node selection admits only drivers for CUDA 11.4, too old for image CUDA 12.4 "
+                f"({CUDA_124})")]
+
+
+def test_affinity_pin_params() -> None:
+    assert rule("cuda-affinity-pin").prepared.accept == {"compatible", "minor-version-compatibility"}
+    assert rule("cuda-affinity-pin", {"accept": ["compatible"]}).prepared.accept == {"compatible"}
+
+
+# ---------------------------------------------------------------------------------------- unknown runtimes
+
+HOW = ('declare it with the annotation {a}.c: "12.4" (or without .c for every container), set env CUDA_VERSION, or '
+       "add an image pattern in your rules data directory")
+
+
+@pytest.mark.parametrize(("c", "params", "expected"), [
+    (container(image="busybox"), None, [(IMAGE, "CUDA runtime of container 'c' is unknown (no image pattern "
+                                                 "recognises 'busybox'); " +
+                                         HOW.format(a="compatcheck.io/cuda-runtime"))]),
+    (container(image=None), {"annotation": "example.com/cuda"},
+     [(IMAGE, "CUDA runtime of container 'c' is unknown (the container has no image); " +
+       HOW.format(a="example.com/cuda"))]),
+    (container(), None, []),
+    (container(image="busybox", gpus=0), None, []),
+])
+def test_cuda_runtime_known(c: dict[str, Any], params: dict[str, Any] | None, expected: list[Any]) -> None:
+    assert found("cuda-runtime-known", pod(c), params) == [(p, "c", m, None) for p, m in expected]
+
+
+def test_an_unreadable_declared_runtime_is_an_input_problem() -> None:
+    from tests.core.helpers import run
+
+    obj = pod(container("a", image="busybox", env={"CUDA_VERSION": "x"}), container("b", image="busybox"),
+              annotations={"compatcheck.io/cuda-runtime.b": "twelve"})
+    result = run("cuda-runtime-known", obj)
+    assert result.findings == []
+    assert [(p.pointer, p.message, p.rule_id) for p in result.problems] == [
+        ("/spec/containers/0/env/0/value", "env CUDA_VERSION: CUDA version 'x' is not a version number (expected "
+                                           "digits and dots, e.g. 12.4)", "r"),
+        ("/metadata/annotations/compatcheck.io~1cuda-runtime.b", "annotation compatcheck.io/cuda-runtime.b: CUDA "
+         "version 'twelve' is not a version number (expected digits and dots, e.g. 12.4)", "r")]
+
+
+def test_every_unknown_container_is_reported() -> None:
+    obj = pod(container("a"), container("b", image="busybox"), container("d", image="x"))
+    assert [c for _p, c, _m, _f in found("cuda-runtime-known", obj)] == ["b", "d"]
+
+
+def test_the_affinity_fix_reads_the_major_labels() -> None:
+    platform_major_only = driver_node("p", None, **{"cuda-major-version": "11"})
+    ((_p, _c, _m, fix),) = found("cuda-driver-too-old", pod(container()), nodes=[platform_major_only])
+    assert fix is not None and fix.description.endswith("(cuda-major-version/cuda-minor-version)")
+    gfd_major_only = driver_node("g", None, **{GFD_MAJOR: "11"})
+    platform = driver_node("q", None, **{"cuda-major-version": "11", "cuda-minor-version": "4"})
+    ((_p, _c, _m, fix),) = found("cuda-driver-too-old", pod(container()), nodes=[platform, gfd_major_only])
+    assert fix == FIX_124
+
+
+def test_a_driver_older_than_the_table_is_too_old_whatever_comes_first() -> None:
+    nodes = [driver_node("unknown", None), driver_node("old", "418.39")]
+    assert messages("cuda-driver-too-old", pod(container()), nodes=nodes) == [
+        f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550 (or >= 525 with minor-version compatibility); "
+        f"eligible nodes run 418.39 on old{FORWARD}"]
+
+
+def test_a_pin_is_read_past_expressions_that_are_not_mappings() -> None:
+    assert pin(affinity=terms(["junk", {"key": "cuda-major-version", "operator": "In", "values": ["11"]}])) == [
+        ("/spec/affinity/nodeAffinity", "c", TOO_OLD_11, None)]

@@ -1,0 +1,272 @@
+"""KnowledgeBase on small hand-written tables: every lookup and every branch of the driver verdict, with its exact
+reasons (``compatcheck versions`` prints them), independent of the shipped data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from compatcheck.core import knowledge
+from compatcheck.core.knowledge import (
+    Architecture,
+    DriverVerdict,
+    ImageCuda,
+    KnowledgeBase,
+    KnowledgeError,
+    memo,
+    normalise_product,
+)
+from compatcheck.core.versions import parse_compute_capability, parse_cuda_version, parse_driver_version, parse_version
+from tests.core.tables import TABLES
+
+
+def cuda(text: str) -> Any:
+    return parse_cuda_version(text)
+
+
+def drv(text: str) -> Any:
+    return parse_driver_version(text)
+
+
+@pytest.fixture
+def kb() -> KnowledgeBase:
+    return KnowledgeBase.from_tables(TABLES)  # one per test: see tests/core/tables.make_kb
+
+
+def test_tables_are_read_sorted_and_first_rows_win(kb: KnowledgeBase) -> None:
+    assert kb.toolkits == sorted(kb.toolkits) and kb.toolkits[0] == (cuda("10.2"), drv("440.33"))
+    assert kb.branches == [(440, cuda("10.2")), (470, cuda("11.4")), (525, cuda("12.0")), (550, cuda("12.4"))]
+    assert kb.mvc == {10: None, 11: drv("450.80.02"), 12: drv("525")}
+    assert kb.architectures[parse_compute_capability("7.5")] == Architecture(
+        parse_compute_capability("7.5"), "Turing", cuda("10.0"), None)
+    kepler = kb.architectures[parse_compute_capability("3.5")]
+    assert (kepler.first_cuda, kepler.removed_in) == (None, cuda("12.0"))
+    assert kb.features == {"bf16": parse_compute_capability("8.0"), "fp8": parse_compute_capability("8.9")}
+    assert [p.datacenter for p in kb.products] == [True, True, False, False, True]
+    triton = kb.images[1].versions
+    assert triton[0].versions.equals == parse_version("24.05") and triton[3].versions.lo is None
+    assert [(i.name, i.source) for i in kb.images] == [("cuda", "S"), ("triton", "S"), ("fallback", "S")]
+    assert [(r.versions.lo, r.versions.hi) for r in kb.images[1].versions] == [
+        (None, None), (parse_version("23.0"), parse_version("24.0")), (parse_version("24.10"), None),
+        (None, parse_version("22.0"))]
+
+
+@pytest.mark.parametrize(("table", "row", "message"), [
+    ("cuda-toolkits", {"version": "12.x", "toolkitDriver": "550"}, "cuda-toolkits: CUDA version '12.x' is not a "
+                                                                     "version number"),
+    ("cuda-toolkits", {"version": "12.4", "toolkitDriver": "55"}, "cuda-toolkits: driver version '55' is out of "
+                                                                    "range"),
+    ("cuda-majors", {"major": 12, "mvcMinDriver": "x"}, "cuda-majors: driver version 'x' is not a version number"),
+    ("driver-branches", {"branch": 550, "maxCuda": "100.0"}, "driver-branches: CUDA version '100.0' is out of range"),
+    ("gpu-products", {"match": "(", "product": "p", "computeCapability": "8.0"}, "gpu-products: bad regex '(': "),
+    ("gpu-products", {"match": "x", "product": "p", "computeCapability": "8.0.1"}, "compute capability '8.0.1' is "
+                                                                                    "not of the form MAJOR.MINOR"),
+    ("architectures", {"computeCapability": "8.0", "architecture": "A", "firstCuda": "x"}, "architectures: CUDA "
+                                                                                            "version 'x'"),
+    ("architectures", {"computeCapability": "8.0", "architecture": "A", "removedIn": "x"}, "architectures: CUDA "
+                                                                                            "version 'x'"),
+    ("image-profiles", {"name": "n", "pattern": "[", "source": "s"}, "image-profiles n: bad regex '['"),
+    ("image-profiles", {"name": "n", "pattern": "x", "source": "s"}, "image-profiles n: pattern needs a (?P<cuda>) "
+                                                                       "or (?P<version>) group, or versions"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s"}, "image-profiles n: (?P<version>) "
+                                                                                    "needs a versions table"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"equals": "1.x", "cuda": "12.4", "source": "s"}]}, "image-profiles n: version '1.x' is not a version number"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"from": "1", "cuda": "x", "source": "s"}]}, "image-profiles n: CUDA version 'x'"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"from": "a.b", "cuda": "12", "source": "s"}]}, "image-profiles n: version 'a.b' is not a version number"),
+    ("image-profiles", {"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"before": "b", "cuda": "12", "source": "s"}]}, "image-profiles n: version 'b' is not a version number"),
+    ("mig-profiles", {"match": "(", "gpu": "g", "profiles": []}, "mig-profiles: bad regex '('"),
+])
+def test_unusable_rows_are_knowledge_errors(table: str, row: dict[str, Any], message: str) -> None:
+    with pytest.raises(KnowledgeError) as err:
+        KnowledgeBase.from_tables({table: [row]})
+    assert str(err.value).startswith(message)
+
+
+def test_a_version_pattern_with_a_versions_table_is_accepted() -> None:
+    kb = KnowledgeBase.from_tables({"image-profiles": [
+        {"name": "n", "pattern": "^i:(?P<version>.+)$", "source": "s",
+         "versions": [{"equals": "1", "cuda": "12", "source": "s"}]}]})
+    assert kb.image_cuda("i:1") == ImageCuda(cuda("12"), "image i:1")
+
+
+@pytest.mark.parametrize(("driver", "best", "exact"), [
+    ("550.54.15", "12.4", True), ("551", "12.4", False), ("549.1", "12.0", False), ("525", "12.0", True),
+    ("470.82.01", "11.4", True), ("439.9", None, False)])
+def test_driver_cuda(kb: KnowledgeBase, driver: str, best: str | None, exact: bool) -> None:
+    assert kb.driver_cuda(drv(driver)) == (cuda(best) if best else None, exact)
+
+
+@pytest.mark.parametrize(("runtime", "branch"), [
+    ("12.4", 550), ("12.4.1", 550), ("12.1", 550), ("12.0", 525), ("12.0.1", 525), ("11.4", 470), ("11.5", 525),
+    ("10.2", 440), ("12.5", None),
+    # Older than the first branch's CUDA: a branch before the table's first may be the lowest, so no answer.
+    ("10.0", None)])
+def test_lowest_branch_for(kb: KnowledgeBase, runtime: str, branch: int | None) -> None:
+    assert kb.lowest_branch_for(cuda(runtime)) == branch
+
+
+@pytest.mark.parametrize(("runtime", "driver"), [
+    ("12.4", "550.54.14"), ("12.4.0", "550.54.14"), ("12.4.1", "550.54.15"), ("12.4.7", "550.54.14"),
+    ("12", "525.60.13"), ("12.1", None), ("10.2.89", "440.33")])
+def test_toolkit_driver(kb: KnowledgeBase, runtime: str, driver: str | None) -> None:
+    assert kb.toolkit_driver(cuda(runtime)) == (drv(driver) if driver else None)
+
+
+def test_mvc_floor(kb: KnowledgeBase) -> None:
+    assert (kb.mvc_floor(12), kb.mvc_floor(10), kb.mvc_floor(13)) == (drv("525"), None, None)
+
+
+NEEDS_550 = "CUDA 12.4 needs a driver from branch >= 550 for full compatibility (toolkit driver 550.54.14)"
+MVC_TAIL = "no PTX JIT of newer PTX, no APIs that need a newer driver"
+
+
+@pytest.mark.parametrize(("runtime", "driver", "driver_cuda", "verdict", "reasons"), [
+    ("12.4", "550.54.15", None, "compatible", (NEEDS_550, "the driver supports CUDA 12.4")),
+    ("12.2", "550.54.15", None, "compatible", (
+        "CUDA 12.2 needs a driver from branch >= 550 for full compatibility", "the driver supports CUDA 12.4")),
+    ("12.4", "525.60.13", None, "minor-version-compatibility", (
+        NEEDS_550, "the driver supports CUDA 12.0 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
+    ("12.4", "525", None, "minor-version-compatibility", (
+        NEEDS_550, "the driver supports CUDA 12.0 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
+    ("12.4", None, "12.0", "minor-version-compatibility", (  # no driver: its branch's floor stands for it
+        NEEDS_550, "the driver supports CUDA 12.0 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
+    ("11.4", "450.51.06", "11.0", "incompatible", (
+        "CUDA 11.4 needs a driver from branch >= 470 for full compatibility (toolkit driver 470.42.01)",
+        "the driver supports CUDA 11.0 only", "below the minor-version-compatibility floor 450.80.02 of CUDA 11.x")),
+    ("11.4", None, "11.3", "minor-version-compatibility", (
+        "CUDA 11.4 needs a driver from branch >= 470 for full compatibility (toolkit driver 470.42.01)",
+        "the driver supports CUDA 11.3 only",
+        f"same major: minor-version compatibility applies (driver >= 450.80.02); {MVC_TAIL}")),
+    ("10.2", None, "10.1", "incompatible", (
+        "CUDA 10.2 needs a driver from branch >= 440 for full compatibility (toolkit driver 440.33)",
+        "the driver supports CUDA 10.1 only", "CUDA 10.x has no minor-version compatibility")),
+    ("12.0", "470.82.01", None, "incompatible", (
+        "CUDA 12.0 needs a driver from branch >= 525 for full compatibility (toolkit driver 525.60.13)",
+        "the driver supports CUDA 11.4 only", "minor-version compatibility never crosses a major version")),
+    ("11.4", "418.39", None, "incompatible", (
+        "CUDA 11.4 needs a driver from branch >= 470 for full compatibility (toolkit driver 470.42.01)",
+        "driver 418.39 is older than branch 440 (CUDA 10.2)")),
+    ("10.2", "418.39", None, "unknown", (  # older than the table but not newer than its oldest CUDA: not known
+        "CUDA 10.2 needs a driver from branch >= 440 for full compatibility (toolkit driver 440.33)",
+        "the driver's CUDA version is not known")),
+    ("12.4", "549.1", None, "minor-version-compatibility", (  # between two branches: the older one's CUDA
+        NEEDS_550, "the driver supports CUDA 12.0 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
+    ("12.6", "999.1", None, "unknown", (
+        "driver branch 999 is newer than every branch in the table (supports at least CUDA 12.4)",)),
+    ("12.6", "550.54.15", None, "minor-version-compatibility", (  # no branch gives 12.6: no first reason
+        "the driver supports CUDA 12.4 only",
+        f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")),
+    ("12.4", None, None, "unknown", (NEEDS_550, "the driver's CUDA version is not known")),
+])
+def test_verdict(kb: KnowledgeBase, runtime: str, driver: str | None, driver_cuda: str | None, verdict: str,
+                 reasons: tuple[str, ...]) -> None:
+    rt, d = cuda(runtime), drv(driver) if driver else None
+    dc = cuda(driver_cuda) if driver_cuda else (kb.driver_cuda(d)[0] if d else None)
+    got = kb.verdict(rt, driver=d, driver_cuda=cuda(driver_cuda) if driver_cuda else None)
+    assert got == DriverVerdict(d, dc, rt, verdict, reasons, kb.toolkit_driver(rt), kb.mvc_floor(rt.major)), got.reasons
+    assert kb.verdict(rt, driver=d, driver_cuda=cuda(driver_cuda) if driver_cuda else None) is got  # memoised
+
+
+def test_verdict_without_branches_is_unknown() -> None:
+    kb = KnowledgeBase.from_tables({"cuda-majors": [{"major": 12, "mvcMinDriver": "525"}]})
+    got = kb.verdict(cuda("12.4"), driver=drv("550.54.15"))
+    assert (got.verdict, got.reasons) == ("unknown", ("the driver's CUDA version is not known",))
+    got = kb.verdict(cuda("12.4"), driver=drv("550.54.15"), driver_cuda=cuda("12.2"))
+    assert (got.verdict, got.reasons[-1]) == (
+        "minor-version-compatibility", f"same major: minor-version compatibility applies (driver >= 525); {MVC_TAIL}")
+    got = kb.verdict(cuda("12.4"), driver_cuda=cuda("12.2"))  # no branch to stand for the driver
+    assert (got.verdict, got.reasons[-1]) == ("incompatible", "below the minor-version-compatibility floor 525 of "
+                                                              "CUDA 12.x")
+
+
+@pytest.mark.parametrize(("label", "product"), [
+    ("Tesla-T4", "Tesla T4"), ("NVIDIA-TESLA-T4", "Tesla T4"), ("tesla-t4-SHARED", "Tesla T4"),
+    ("Tesla-T4-x", None), ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "A100"), ("NVIDIA-GeForce-RTX-3090", "GeForce RTX"),
+    ("V100", None)])
+def test_product(kb: KnowledgeBase, label: str, product: str | None) -> None:
+    found = kb.product(label)
+    assert (found.product if found else None) == product
+
+
+def test_product_facts(kb: KnowledgeBase) -> None:
+    t4 = kb.product("Tesla-T4")
+    assert t4 is not None and (t4.compute_capability, t4.datacenter) == (parse_compute_capability("7.5"), True)
+
+
+def test_architecture_and_features(kb: KnowledgeBase) -> None:
+    turing = kb.architecture(parse_version("7.5.0"))
+    assert turing is not None and turing.name == "Turing"
+    assert kb.architecture(parse_version("8.6")) is None
+    assert kb.feature_min_cc("bf16") == parse_compute_capability("8.0") and kb.feature_min_cc("fp4") is None
+
+
+@pytest.mark.parametrize(("product", "profiles"), [
+    ("A100-SXM4-40GB", {"1g.5gb", "7g.40gb"}), ("A100-SXM4-40GB-MIG-1g.5gb", {"1g.5gb", "7g.40gb"}),
+    ("H100-SHARED", {"1g.10gb"}), ("a100-sxm4-40gb", {"1g.5gb", "7g.40gb"}), ("A100-PCIE-40GB", None), (None, None)])
+def test_mig_profiles_for(kb: KnowledgeBase, product: str | None, profiles: set[str] | None) -> None:
+    assert kb.mig_profiles_for(product) == (frozenset(profiles) if profiles is not None else None)
+
+
+def test_all_mig_profiles(kb: KnowledgeBase) -> None:
+    assert kb.all_mig_profiles() == frozenset({"1g.5gb", "7g.40gb", "1g.10gb"})
+    assert KnowledgeBase().all_mig_profiles() == frozenset()
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("nvidia/cuda:12.4.1-base", ImageCuda(cuda("12.4.1"), "image nvidia/cuda:12.4.1-base")),
+    ("nvidia/cuda:12.x-base", ImageCuda(None, "image nvidia/cuda:12.x-base", "tag CUDA '12.x' unreadable")),
+    ("nvidia/cuda:latest", ImageCuda(None, "image nvidia/cuda:latest", "tag version unreadable")),  # fallback row
+    ("tritonserver:24.05-py3", ImageCuda(cuda("12.4.1"), "image tritonserver:24.05-py3")),
+    ("tritonserver:24.5-py3", ImageCuda(cuda("12.4.1"), "image tritonserver:24.5-py3")),  # = 24.05
+    ("tritonserver:24.06-py3", ImageCuda(None, "image tritonserver:24.06-py3",
+                                         "version 24.06 of triton is not in the image table")),
+    ("tritonserver:23.0-py3", ImageCuda(cuda("12.2"), "image tritonserver:23.0-py3")),
+    ("tritonserver:23.12-py3", ImageCuda(cuda("12.2"), "image tritonserver:23.12-py3")),
+    ("tritonserver:24.0-py3", ImageCuda(None, "image tritonserver:24.0-py3",
+                                        "version 24.0 of triton is not in the image table")),
+    ("tritonserver:24.10-py3", ImageCuda(cuda("12.6"), "image tritonserver:24.10-py3")),
+    ("tritonserver:30.1-py3", ImageCuda(cuda("12.6"), "image tritonserver:30.1-py3")),
+    ("tritonserver:21.9-py3", ImageCuda(cuda("11.4"), "image tritonserver:21.9-py3")),
+    ("tritonserver:22.0-py3", ImageCuda(None, "image tritonserver:22.0-py3",
+                                        "version 22.0 of triton is not in the image table")),
+    ("tritonserver:x-py3", ImageCuda(None, "image tritonserver:x-py3", "tag version unreadable")),
+    ("busybox", None),
+])
+def test_image_cuda(kb: KnowledgeBase, image: str, expected: ImageCuda | None) -> None:
+    assert kb.image_cuda(image) == expected
+    assert kb.image_cuda(image) == expected  # and from the cache
+
+
+def test_memo_caches_none_and_stops_growing_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def compute(key: str) -> Any:
+        calls.append(key)
+        return None
+
+    cache: dict[str, Any] = {}
+    assert memo(cache, "a", lambda: compute("a")) is None
+    assert memo(cache, "a", lambda: compute("a")) is None
+    assert calls == ["a"] and cache == {"a": None}
+    monkeypatch.setattr(knowledge, "MEMO_LIMIT", 2)
+    memo(cache, "b", lambda: compute("b"))
+    memo(cache, "c", lambda: compute("c"))
+    assert list(cache) == ["a", "b"]  # full: "c" is answered, not kept
+    assert memo(cache, "c", lambda: 7) == 7
+
+
+@pytest.mark.parametrize(("label", "name"), [
+    (" Tesla-T4 ", "Tesla-T4"), ("Tesla-T4-SHARED", "Tesla-T4"), ("Tesla-T4-shared", "Tesla-T4"),
+    ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "NVIDIA-A100-SXM4-40GB"), ("NVIDIA-H100-MIG-3g.40gb-SHARED", "NVIDIA-H100"),
+    ("A100-mig-7g.80gb+me", "A100"), ("SHARED", "SHARED"), ("MIG-1g.5gb", "MIG-1g.5gb")])
+def test_normalise_product(label: str, name: str) -> None:
+    assert normalise_product(label) == name
