@@ -318,3 +318,15 @@ def test_images_explain_shows_the_config_and_where_it_came_from(basic: Images, t
     assert (data["cuda"], data["tableProfile"], data["config"]["digest"]) == ("13.0.0", None, basic.serving.digest)
     assert data["cudaOrigin"] == (f"image {image} (manifest {short(basic.serving.digest)}), whose config sets "
                                   "CUDA_VERSION=13.0.0")
+
+
+def test_an_unwritable_cache_is_one_note_and_the_lookup_still_counts(lint: Any, basic: Images, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(blocker))
+    image = basic.ref("ml/serving:2025-10-14")
+    run = lint(image, "--registry-lookups", images=basic)
+    assert run.findings == [("cuda-driver-too-old", "/spec/containers/0/image",
+                             TOO_OLD_13.format(image=image, digest=short(basic.serving.digest)))]
+    assert run.notes == [f"registry lookup: cannot write the image cache in {blocker}: Not a directory"]
