@@ -12,6 +12,8 @@ manifest), and reports:
     image unknown), cold (an empty cache: token, manifest and config per image, 8 at once), warm (the cache
     filled, tags within their TTL: no request) and ``--offline``; each with its ratio to the baseline;
   - one image's cold lookup in-process (a fresh client: token, manifest, config blob), median and max;
+  - how late a 1 ms asyncio timer fires while the webhook's lookups fetch every image cold in-process, on 8 and
+    on 2 threads (the fetch threads' share of the GIL, seen by the event loop);
   - the webhook under an open-loop ``--rate`` of reviews of those images (every object distinct, so the evaluation
     cache never hits), p50/p99/max latency from each request's scheduled start: a webhook without lookups (the
     baseline), the same with lookups from a cold start (each image's first review waits for its fetch, at most the
@@ -155,6 +157,39 @@ def one_lookup(images: list[str], ca: Path, docker: Path) -> dict[str, float]:
     return {"median_ms": statistics.median(times), "max_ms": max(times)}
 
 
+async def loop_lag(images: list[str], info: dict[str, Any], concurrency: int) -> dict[str, float]:
+    """The webhook's lookups in-process: how late a 1 ms asyncio timer fires while ``images`` are fetched cold on
+    ``concurrency`` threads (what the fetch threads' share of the GIL costs the event loop)."""
+    from compatcheck.core.config import RegistrySettings
+    from compatcheck.webhook.metrics import Metrics
+    from compatcheck.webhook.registry import AdmissionLookups
+
+    settings = RegistrySettings(lookups=True, allow=(info["host"],), redirect_hosts=(info["token"],),
+                                ca_file=info["ca"], auth_file=str(Path(info["docker"]) / "config.json"),
+                                concurrency=concurrency, webhook_budget=30.0)
+    lookups = AdmissionLookups(settings, Metrics())
+    lags: list[float] = []
+    done = False
+
+    async def probe() -> None:
+        while not done:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append((time.perf_counter() - t) * 1000 - 1)
+
+    task = asyncio.create_task(probe())
+    started = time.perf_counter()
+    found = await lookups.facts_for(images, "linux/amd64")
+    took = time.perf_counter() - started
+    done = True
+    await task
+    lookups.close()
+    assert len(found) == len(images)
+    lags.sort()
+    return {"seconds": took, "p50_ms": lags[len(lags) // 2], "p99_ms": lags[int(len(lags) * 0.99)],
+            "max_ms": lags[-1]}
+
+
 def metric(port: int, name: str) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -291,6 +326,7 @@ def main() -> None:
             if not args.webhook_only:
                 report["lint"] = lint_phase(work, images, ca, docker, args.repeat)
                 report["one_lookup"] = one_lookup(images, ca, docker)
+            report["loop_lag"] = {c: asyncio.run(loop_lag(images, info, c)) for c in (8, 2)}
             rounds = []
             for r in range(args.rounds):  # webhook phases repeated: the shared machine's drifts hit every mode
                 (work / f"wh{r}").mkdir()
@@ -315,6 +351,9 @@ def main() -> None:
         one = report["one_lookup"]
         print(f"one cold lookup (token + manifest + config): median {one['median_ms']:.1f} ms, "
               f"max {one['max_ms']:.1f} ms")
+    for c, lag in report["loop_lag"].items():
+        print(f"{args.images} cold fetches on {c} threads in-process: {lag['seconds']:.2f} s; the event loop's 1 ms "
+              f"timer late by {lag['p50_ms']:.1f} ms p50, {lag['p99_ms']:.1f} ms p99, {lag['max_ms']:.1f} ms max")
     wh = report["webhook"]
     print(f"webhook at {args.rate} req/s for {args.duration:g} s (ms from scheduled start; medians of "
           f"{args.rounds} rounds, ratios to the baseline of the same round):")
