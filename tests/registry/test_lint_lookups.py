@@ -330,3 +330,43 @@ def test_an_unwritable_cache_is_one_note_and_the_lookup_still_counts(lint: Any, 
     assert run.findings == [("cuda-driver-too-old", "/spec/containers/0/image",
                              TOO_OLD_13.format(image=image, digest=short(basic.serving.digest)))]
     assert run.notes == [f"registry lookup: cannot write the image cache in {blocker}: Not a directory"]
+
+
+def test_anonymous_token_auth_reads_a_public_repository(lint: Any, token: Images, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The token service grants anonymous pull on public/* (as Docker Hub does for public images): no credentials.
+    pushed = token.registry.push_image("public/serving", "1", CUDA13_ENV)
+    empty = tmp_path / "none"
+    empty.mkdir()
+    monkeypatch.setenv("DOCKER_CONFIG", str(empty))
+    image = token.ref("public/serving:1")
+    run = lint(image, "--registry-lookups")
+    assert run.findings == [("cuda-driver-too-old", "/spec/containers/0/image",
+                             TOO_OLD_13.format(image=image, digest=short(pushed.digest)))]
+    assert run.notes == []
+
+
+@pytest.mark.parametrize("where", ["credHelpers", "credsStore"])
+def test_a_credential_helper_gives_the_credentials(lint: Any, basic: Images, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """docker's credential helper protocol: ``docker-credential-<name> get`` with the server on stdin, JSON out.
+    The helper here is a script, as a user's own helper would be; it records what it was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "asked"
+    helper = bin_dir / "docker-credential-corp"
+    helper.write_text(f"#!{sys.executable}\nimport json, sys\nserver = sys.stdin.read().strip()\n"
+                      f"open({str(asked)!r}, 'a').write(sys.argv[1] + ' ' + server + '\\n')\n"
+                      f"print(json.dumps({{'ServerURL': server, 'Username': 'reader', 'Secret': "
+                      f"{USERS['reader']!r}}}))\n")
+    helper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    d = tmp_path / "docker"
+    d.mkdir()
+    config = {"credHelpers": {basic.registry.host: "corp"}} if where == "credHelpers" else {"credsStore": "corp"}
+    (d / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("DOCKER_CONFIG", str(d))
+    image = basic.ref("ml/serving:2025-10-14")
+    run = lint(image, "--registry-lookups")
+    assert [r for r, _p, _m in run.findings] == ["cuda-driver-too-old"] and run.notes == []
+    assert asked.read_text() == f"get {basic.registry.host}\n"
