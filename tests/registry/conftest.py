@@ -38,6 +38,10 @@ CUDA124_FWD_ENV = ["CUDA_VERSION=12.4.1",
 
 def registry_binary() -> str:
     found = find_registry()
+    try:
+        import bcrypt  # noqa: F401  (writes the htpasswd file)
+    except ImportError:
+        found = "no bcrypt module for the registry's htpasswd file: pip install -e '.[test]'"
     if found.startswith("no "):
         if os.environ.get("COMPATCHECK_E2E_REQUIRED"):
             pytest.fail(f"registry tests required but {found}")
