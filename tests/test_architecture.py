@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT
 
 LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
-WEBHOOK_EXTRA = ("aiohttp", "kubernetes", "cryptography", "prometheus_client")
+WEBHOOK_EXTRA = ("aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch")
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:

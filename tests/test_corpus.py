@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +92,42 @@ def test_real_gpu_manifests_get_real_findings(with_nodes: dict) -> None:
     assert "cuda-driver-behind-runtime" in rules or "cuda-driver-too-old" in rules
     for f in with_nodes["findings"]:
         assert f["line"] and f["column"] and f["pointer"].startswith("/")
+
+
+GKE_SAMPLES = "GoogleCloudPlatform__kubernetes-engine-samples"
+GKE_GPU_WORKLOADS = {  # every GPU workload of the GKE samples: none carries a toleration, GKE adds it
+    "ai-ml__llm-serving-gemma__tgi__tgi-7b-bitsandbytes-nf4.yaml",
+    "ai-ml__llm-serving-gemma__trtllm__deploy-triton-server.yaml",
+    "ai-ml__llm-serving-gemma__vllm__vllm-3-27b-it.yaml", "ai-ml__llm-serving-gemma__vllm__vllm-7b-kvcache.yaml",
+    "ai-ml__llm-serving-llama__vllm__vllm-llama4-maverick-17b-128e-instruct.yaml",
+    "batch__kueue-intro__job-team-a.yaml", "ai-ml__llm-multiple-gpus__llama3-70b__text-generation-inference.yaml"}
+
+
+@pytest.mark.parametrize("plugin", [True, False])
+def test_gke_samples_on_a_gke_profile(tmp_path: Path, plugin: bool) -> None:
+    """Google's own GKE GPU samples, on a ClusterProfile of GKE GPU pools (fixtures/_clusters/gke-gpu.yaml): GKE's
+    ExtendedResourceToleration tolerates its nvidia.com/gpu taint, so with the profile's admissionPlugins there is
+    no gpu-toleration-missing and no pod without a node, and the driver findings the taint used to hide appear;
+    without it, every GPU workload gets the toleration warning (a platform team's first week of noise)."""
+    profile = (ROOT / "fixtures" / "_clusters" / "gke-gpu.yaml").read_text()
+    if not plugin:
+        profile = profile.replace("admissionPlugins: [ExtendedResourceToleration]\n", "")
+    (tmp_path / "gke.yaml").write_text(profile)
+    report = lint_corpus_dir(CORPUS / GKE_SAMPLES, "--nodes", str(tmp_path / "gke.yaml"))
+    assert report["errors"] == []
+    found = {(f["file"].rsplit("/", 1)[1], f["rule"]) for f in report["findings"]}
+    vllm_on_550 = {(name, "cuda-driver-needs-forward-compat") for name in (
+        "ai-ml__llm-serving-gemma__vllm__vllm-3-27b-it.yaml", "ai-ml__llm-serving-gemma__vllm__vllm-7b-kvcache.yaml",
+        "ai-ml__llm-serving-llama__vllm__vllm-llama4-maverick-17b-128e-instruct.yaml")}
+    unknown = {("ai-ml__llm-serving-gemma__trtllm__deploy-triton-server.yaml", "cuda-runtime-unknown")}
+    if plugin:
+        assert found == vllm_on_550 | unknown
+    else:
+        assert found == {(name, "gpu-toleration-missing") for name in GKE_GPU_WORKLOADS} | unknown
+
+
+def lint_corpus_dir(path: Path, *extra: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(path), "--format", "json", *extra],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout)

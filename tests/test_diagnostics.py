@@ -274,7 +274,8 @@ def test_the_cluster_profile_is_validated_by_its_schema_with_lines(tmp_path: Pat
     cluster, errors = load_nodes(str(profile), loaded.kb, 1 << 20)
     assert cluster is None
     assert [(e.line, e.message) for e in errors] == [
-        (6, "ClusterProfile /nodePools/0/drivers: Additional properties are not allowed ('drivers' was unexpected)"),
+        (6, "ClusterProfile /nodePools/0/drivers: Additional properties are not allowed ('drivers' was unexpected) "
+            "(did you mean 'driver'?)"),
         (10, "ClusterProfile /nodePools/1/taints/0/effect: 'Sometimes' is not one of ['NoSchedule', "
              "'PreferNoSchedule', 'NoExecute']")]
     # then what the schema cannot see, also located at its field

@@ -108,10 +108,14 @@ def test_diff_does_not_write(tmp_path: Path) -> None:
     shutil.copy(FIXTURES / "paddle-allocator-conflict" / "fail.auto-growth.yaml", target)
     before = target.read_text()
     proc = fix(str(target), "--diff")
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # fixes are pending: CI can gate on it, like ruff --diff
     assert target.read_text() == before
     assert proc.stdout.startswith(f"--- a/{target}\n+++ b/{target}\n")
     assert "-          value: auto_growth\n+          value: naive_best_fit\n" in proc.stdout
+    assert proc.stderr.endswith("1 fixes pending; 0 findings left\n")
+    fix(str(target))
+    clean = fix(str(target), "--diff")
+    assert (clean.returncode, clean.stdout) == (0, "")
 
 
 def test_config_can_disable_a_fix(tmp_path: Path) -> None:

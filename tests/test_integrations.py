@@ -261,6 +261,78 @@ def test_helm_chart_findings_point_at_templates(helm_path: str) -> None:
     assert cc("lint", "-", stdin=piped.stdout).returncode == 1
 
 
+SERVING = "fixtures/_charts/serving"
+
+
+def test_helm_findings_map_to_the_template_line_that_wrote_the_field(helm_path: str) -> None:
+    """The template's structure is walked along the finding's pointer: the server's --dtype line, not the warm-up
+    init container's identical-looking one (text matching picked the first); items behind {{- if }} and
+    {{- range }} matched by content; a value written by toYaml maps to that action, one written by an include
+    into the named template's define; one template rendering several
+    objects (a range, helm sorting a Service first) maps each into its own document."""
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", SERVING, "--release", "demo", "--set", "dtype=bfloat16", "--set", "debug=true",
+              "--set", "extraArgs={--max-model-len=4096}", "--set", "resources.limits.nvidia\\.com/gpu=0.5",
+              "--set", "workers.dtype=bfloat16", "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    found = [(f["rule"], f["object"]["name"], f["file"], f["line"], f["column"])
+             for f in json.loads(proc.stdout)["findings"]]
+    deployment, workers = f"{SERVING}/templates/deployment.yaml", f"{SERVING}/templates/workers.yaml"
+    lines = (ROOT / deployment).read_text().splitlines()
+    assert lines[37] == "            - --dtype={{ .Values.dtype }}"
+    assert lines[39] == "            {{- toYaml .Values.resources | nindent 12 }}"
+    assert found == [
+        ("dtype-unsupported-by-gpu", "demo-server", deployment, 38, 15),
+        ("extended-resource-invalid", "demo-server", deployment, 40, 13),
+        ("dtype-unsupported-by-gpu", "demo-worker-a", workers, 19, 11),
+        ("dtype-unsupported-by-gpu", "demo-worker-b", workers, 19, 11)]
+    # A pod spec written by {{ include "serving.podSpec" . }}: the walk goes on in the named template's define.
+    helper = cc("lint", "--helm-chart", SERVING, "--set", "embedder.dtype=bfloat16", "--set", "embedder.model=m",
+                "--format", "json", env=env)
+    (finding,) = json.loads(helper.stdout)["findings"]
+    helpers = f"{SERVING}/templates/_helpers.tpl"
+    assert (ROOT / helpers).read_text().splitlines()[16] == "      - --dtype={{ .Values.embedder.dtype }}"
+    assert (finding["object"]["name"], finding["file"], finding["line"], finding["column"]) == (
+        "release-embedder", helpers, 17, 9)
+
+
+@pytest.mark.parametrize(("pointer", "line"), [
+    ("/spec/template/spec/initContainers/0/args/1", 26),  # the warm-up's --dtype, same text as the server's
+    ("/spec/template/spec/containers/0/args/0", 32),  # behind {{- if .Values.debug }}
+    ("/spec/template/spec/containers/0/args/1", 35),  # from {{- range .Values.extraArgs }}
+    ("/spec/template/spec/containers/0/args/3", 38),
+    ("/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu", 40),  # written by toYaml
+    ("/spec/template/spec/nodeSelector/nvidia.com~1gpu.product", 19),  # inside {{- with }}
+    ("/spec/template/metadata/labels/app.kubernetes.io~1name", 15),  # written by an include
+    ("/spec/template/spec/containers/0/image", 29),
+    ("/spec/template/spec/containers/0/resources", 39),
+    ("/metadata/name", 5),
+])
+def test_template_walker_follows_the_pointer_through_the_template(helm_path: str, pointer: str, line: int) -> None:
+    from compatcheck.core.jsonutil import JsonObject
+    from compatcheck.io.templatemap import TemplateWalker
+
+    proc = subprocess.run([f"{helm_path}/helm", "template", "demo", SERVING, "--set", "debug=true", "--set",
+                           "extraArgs={--max-model-len=4096}", "--show-only", "templates/deployment.yaml"],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    obj: JsonObject = json.loads(json.dumps(__import__("ruamel.yaml").yaml.YAML(typ="safe").load(proc.stdout)))
+    lines = (ROOT / SERVING / "templates" / "deployment.yaml").read_text().splitlines()
+    assert TemplateWalker.of(lines, obj).line(pointer, obj) == line
+
+
+def test_helm_errors_are_shown_whole(helm_path: str) -> None:
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", SERVING, "--set", "dtype=bf16", "--set", "warmup.dtype=fp8", env=env)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    lines = proc.stderr.splitlines()
+    assert lines[:3] == ["compatcheck: error: helm template failed (exit 1):",
+                         "Error: values don't meet the specifications of the schema(s) in the following chart(s):",
+                         "serving:"]
+    assert sorted(lines[3:]) == [  # helm lists the violations in no fixed order
+        "- at '/dtype': value must be one of 'auto', 'half', 'float16', 'bfloat16', 'float32'",
+        "- at '/warmup/dtype': value must be one of 'auto', 'half', 'float16', 'bfloat16', 'float32'"]
+
+
 def test_missing_tools_are_clear_errors() -> None:
     env = {"PATH": "/nonexistent"}
     helm = cc("lint", "--helm-chart", "fixtures/_charts/gpu-app", env=env)
@@ -310,6 +382,26 @@ def test_pre_commit_hook_with_the_real_framework(tmp_path: Path) -> None:
     assert "Passed" in good.stdout
     print(f"pre-commit hook on 1 file (environment cached): {elapsed:.2f} s")
 
+    # Only Kubernetes manifests: values files and CI/tool YAML are not even passed to the hook, so a values file
+    # with a duplicate key (an input error, exit 2, if it were linted) or a pipeline makes no noise.
+    noise = {"values.yaml": "resources:\n  limits: {nvidia.com/gpu: 1}\nresources:\n  requests: {cpu: 2}\n",
+             "charts/app/values-prod.yaml": "gpus: 2\ngpus: 3\n",
+             ".github/workflows/ci.yml": "on: [push]\non: [pull_request]\njobs: {}\n",
+             ".gitlab-ci.yml": "lint:\n  script: [compatcheck lint deploy/]\nlint:\n  script: []\n",
+             "docker-compose.yml": "services: {}\nservices: {}\n"}
+    for name, text in noise.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    quiet = hook(*noise)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert "(no files to check)Skipped" in quiet.stdout
+    mixed = hook(*noise, "good.yaml")
+    assert mixed.returncode == 0 and "Passed" in mixed.stdout, mixed.stdout + mixed.stderr
+    failing = hook(*noise, "bad.yaml")
+    assert failing.returncode == 1
+    assert "bad.yaml" in failing.stdout and not any(name in failing.stdout for name in noise)
+
 
 def test_kustomize_renders_with_kubectl(tmp_path: Path) -> None:
     """--kustomize runs `kubectl kustomize DIR` and lints what it prints. kubectl is not installed here, so a
@@ -328,3 +420,37 @@ def test_kustomize_renders_with_kubectl(tmp_path: Path) -> None:
     assert finding["rule"] == "dtype-unsupported-by-gpu" and finding["file"] == f"{overlay} (kustomize)"
     broken = cc("lint", "--kustomize", str(tmp_path / "other"), env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert broken.returncode == 2 and "kubectl kustomize failed (exit 3)" in broken.stderr
+
+
+def test_sarif_names_files_relative_to_the_repository_root(tmp_path: Path) -> None:
+    """Run from a subdirectory of a repository: every in-repo file is repo-relative under %SRCROOT% (what code
+    scanning resolves against its checkout), never a file:// URI; a file outside the repository keeps one."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(shared("reference/sarif-schema-2.1.0.json").read_text())
+    repo = tmp_path / "my repo"
+    (repo / "deploy" / "serving").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    shutil.copy(VLLM, repo / "deploy" / "serving" / "vllm.yaml")
+    (repo / "deploy" / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x\n")
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(VLLM, outside)
+    proc = cc("lint", "serving", "broken.yaml", str(outside), "--nodes", str(PROFILE), "--format", "sarif",
+              cwd=repo / "deploy")
+    assert proc.returncode == 2, proc.stderr
+    sarif = json.loads(proc.stdout)
+    jsonschema.Draft7Validator(schema).validate(sarif)
+    run = sarif["runs"][0]
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": (repo.as_uri() + "/")}}
+    located = {(r["ruleId"], json.dumps(r["locations"][0]["physicalLocation"]["artifactLocation"], sort_keys=True))
+               for r in run["results"]}
+    assert {("dtype-unsupported-by-gpu", json.dumps({"uri": "deploy/serving/vllm.yaml", "uriBaseId": "%SRCROOT%"},
+                                                    sort_keys=True)),
+            ("dtype-unsupported-by-gpu", json.dumps({"uri": outside.as_uri()}))} <= located
+    (note,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert note["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "deploy/broken.yaml",
+                                                                           "uriBaseId": "%SRCROOT%"}
+    in_repo = [loc for r in run["results"] for loc in r["locations"]
+               if not loc["physicalLocation"]["artifactLocation"]["uri"].endswith("outside.yaml")]
+    assert in_repo and all(loc["physicalLocation"]["artifactLocation"]["uriBaseId"] == "%SRCROOT%" and
+                           not loc["physicalLocation"]["artifactLocation"]["uri"].startswith("file:")
+                           for loc in in_repo)

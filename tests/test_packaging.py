@@ -51,3 +51,54 @@ def test_missing_builtin_rules_are_an_error_not_an_empty_rule_set(monkeypatch: p
     with pytest.raises(loader.RuleLoadError) as err:
         loader.load_rules()
     assert [p.message for p in err.value.problems] == ["the built-in rules are missing (a broken install?)"]
+
+
+# Import name of each distribution the wheel declares. ruamel.yaml.clib is the C parser ruamel.yaml loads itself
+# when asked for it (YAML(typ="safe", pure=False) in compatcheck/io/manifests.py), never imported by name.
+IMPORTS = {"ruamel.yaml": "ruamel", "ruamel.yaml.clib": None, "jsonschema": "jsonschema", "aiohttp": "aiohttp",
+           "kubernetes": "kubernetes", "cryptography": "cryptography", "prometheus.client": "prometheus_client",
+           "orjson": "orjson", "jsonpatch": "jsonpatch"}
+
+
+def _requires(wheel: Path) -> dict[str, set[str]]:
+    """Distribution names the wheel requires (normalised with dots), by extra ("" = ``pip install compatcheck``)."""
+    import re
+    from email.parser import Parser
+
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(z.read(name).decode())
+    out: dict[str, set[str]] = {}
+    for req in meta.get_all("Requires-Dist") or []:
+        dist = re.match(r"[A-Za-z0-9._-]+", req)
+        extra = re.search(r"extra == ['\"]([^'\"]+)['\"]", req)
+        assert dist is not None
+        out.setdefault(extra.group(1) if extra else "", set()).add(dist.group(0).lower().replace("-", "."))
+    return out
+
+
+def test_every_dependency_is_imported_and_the_lint_install_pulls_no_webhook_package(wheel: Path) -> None:
+    import ast
+
+    requires = _requires(wheel)
+    assert requires[""] == {"ruamel.yaml", "ruamel.yaml.clib", "jsonschema"}
+    assert requires["webhook"] == {"aiohttp", "kubernetes", "cryptography", "prometheus.client", "orjson",
+                                   "jsonpatch"}
+    imported: dict[str, set[str]] = {}
+    for path in (ROOT / "compatcheck").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for n in names:
+                imported.setdefault(n.split(".")[0], set()).add(str(path.relative_to(ROOT)))
+    for dist in requires[""] | requires["webhook"]:
+        module = IMPORTS[dist]
+        if module is None:
+            assert 'YAML(typ="safe", pure=False)' in (ROOT / "compatcheck/io/manifests.py").read_text()
+            continue
+        assert module in imported, f"{dist} is declared but never imported: remove it"
+    # What only the webhook imports is in the webhook extra, not in the plain install.
+    for dist in requires["webhook"]:
+        users = imported[IMPORTS[dist] or ""]
+        assert all(u.startswith("compatcheck/webhook/") or u in ("compatcheck/core/admission.py",
+                                                                 "compatcheck/core/jsonutil.py") for u in users), users

@@ -3,11 +3,50 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
 
 from compatcheck.core.model import Diagnostic
+from compatcheck.core.suggest import did_you_mean
 from compatcheck.report.text import diagnostic_line
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+_OWNER = "_compatcheck_parser"  # the (sub)parser that left arguments unrecognised
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says "did you mean ...?" for an unknown option, subcommand or choice. Subparsers are of the
+    same class (argparse makes them so), and an unrecognised option is reported by the subcommand it was given
+    to, with that subcommand's usage."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and not hasattr(ns, _OWNER):  # the innermost subparser sees them first
+            setattr(ns, _OWNER, self)
+        return ns, extras
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extras = self.parse_known_args(args, namespace)
+        owner: Parser = vars(ns).pop(_OWNER, self)
+        if extras:
+            options = [s for a in owner._actions for s in a.option_strings]
+            shown = [x + did_you_mean(x.split("=", 1)[0], options) if x.startswith("-") else x for x in extras]
+            owner.error(f"unrecognized arguments: {' '.join(shown)}")
+        return ns
+
+    def error(self, message: str) -> NoReturn:
+        m = _INVALID_CHOICE.search(message)
+        if m:
+            message += did_you_mean(m.group("word"), re.findall(r"'([^']*)'", m.group("choices")))
+        super().error(message)
+
+
+def suggestion(word: str, known: Iterable[Any]) -> str:
+    return did_you_mean(word, (str(k) for k in known))
 
 
 def err(msg: str) -> None:

@@ -13,16 +13,16 @@ from collections.abc import Callable
 from compatcheck import __version__
 from compatcheck.cli import images, lint, rules, versions
 from compatcheck.cli import webhook as webhook_commands
-from compatcheck.cli.common import err, print_diagnostics
+from compatcheck.cli.common import Parser, err, print_diagnostics
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
 
 # What the webhook extra brings: a webhook command run without it says what to install.
-WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client"}
+WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch"}
 Handler = Callable[[argparse.Namespace], int]
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="compatcheck",
         description="CUDA compatibility linter for Kubernetes GPU workloads.",
         epilog="exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage/config/rule/input errors",

@@ -11,13 +11,14 @@ import sys
 from dataclasses import replace
 
 from compatcheck import __version__
-from compatcheck.cli.common import print_diagnostics
+from compatcheck.cli.common import print_diagnostics, suggestion
 from compatcheck.core.config import Config, RegistrySettings
 from compatcheck.core.model import Applicability, Severity
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
 from compatcheck.io.lint import LintedObject, LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from compatcheck.io.repo import repository_root
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
 from compatcheck.report.model import LintReport
@@ -111,7 +112,8 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     if args.rule:
         unknown = [r for r in args.rule if r not in loaded.ruleset.rules]
         if unknown:
-            raise CommandError(f"unknown or disabled rule(s): {', '.join(unknown)}")
+            raise CommandError("unknown or disabled rule(s): " + ", ".join(
+                r + suggestion(r, loaded.ruleset.rules) for r in unknown))
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
     config = replace(config, registry=registry_settings(args, config.registry))
@@ -147,7 +149,9 @@ def lint_command(args: argparse.Namespace) -> int:
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
+    _require_input(args, report, texts)
     report.docs_url = config.docs_url
+    report.source_root = repository_root() or os.getcwd()
     report.tool_version = __version__
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
@@ -162,6 +166,15 @@ def lint_command(args: argparse.Namespace) -> int:
     if any(f.severity.rank >= threshold for f in report.findings):
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None) -> None:
+    """An empty input set is an error, not a silent pass: a CI job whose glob or directory matched nothing
+    would otherwise stay green forever."""
+    if texts is None and report.files == 0 and not report.errors:
+        where = ", ".join(args.paths)
+        raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
+                           "*.yml or *.json file")
 
 
 def _emit(args: argparse.Namespace, report: LintReport) -> None:
@@ -196,6 +209,7 @@ def fix_command(args: argparse.Namespace) -> int:
         raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
+    _require_input(args, report, None)
     print_diagnostics([*report.errors, *report.warnings])
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}
@@ -221,5 +235,8 @@ def fix_command(args: argparse.Namespace) -> int:
             os.replace(tmp, path)  # atomic: never a half-written manifest
             print(f"fixed {path}: " + ", ".join(sorted({f.rule_id for f in result.applied})), file=sys.stderr)
     remaining = len(report.findings) - applied
-    print(f"{applied} fixes applied{' (diff only)' if args.diff else ''}; {remaining} findings left", file=sys.stderr)
-    return EXIT_ERROR if report.errors else EXIT_OK
+    print(f"{applied} fixes {'pending' if args.diff else 'applied'}; {remaining} findings left", file=sys.stderr)
+    if report.errors:
+        return EXIT_ERROR
+    # Like ruff --diff: a diff that is not empty fails, so CI can gate on fixes nobody applied.
+    return EXIT_FINDINGS if args.diff and applied else EXIT_OK

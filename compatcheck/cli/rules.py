@@ -7,7 +7,8 @@ import json
 import os
 import sys
 
-from compatcheck.cli.common import err
+from compatcheck.cli.common import err, suggestion
+from compatcheck.io.examples import rule_examples
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, rules
 from compatcheck.report import ruledocs
 
@@ -18,6 +19,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rl = rsub.add_parser("list")
     rl.add_argument("--format", choices=["text", "json", "markdown"], default="text")
     rl.add_argument("--rules-dir", action="append", default=[])
+    rl.add_argument("--examples", metavar="DIR", help="markdown: show a failing and a passing manifest per rule "
+                                                      "from the fixtures in DIR/<rule-id>/ (docs/rules.md uses "
+                                                      "--examples fixtures)")
     rl.set_defaults(handler=list_command)
     re_ = rsub.add_parser("explain")
     re_.add_argument("rule_id", nargs="?", help="rule id (or read from stdin, e.g. piped from rules list)")
@@ -50,7 +54,13 @@ def validate_command(args: argparse.Namespace) -> int:
 def list_command(args: argparse.Namespace) -> int:
     loaded = rules(args.rules_dir)
     if args.format == "markdown":
-        sys.stdout.write(ruledocs.markdown(loaded.ruleset))
+        examples = None
+        if args.examples:
+            if not os.path.isdir(args.examples):
+                err(f"--examples {args.examples}: not a directory")
+                return EXIT_ERROR
+            examples = rule_examples(args.examples)
+        sys.stdout.write(ruledocs.markdown(loaded.ruleset, examples))
     elif args.format == "json":
         print(json.dumps([ruledocs.rule_json(r) for r in loaded.ruleset], indent=2))
     else:
@@ -65,7 +75,7 @@ def explain_command(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for rid in ids:
         if rid not in loaded.ruleset.rules:
-            err(f"no such rule: {rid!r} (see compatcheck rules list)")
+            err(f"no such rule: {rid!r}{suggestion(rid, loaded.ruleset.rules) or ' (see compatcheck rules list)'}")
             status = EXIT_ERROR
             continue
         sys.stdout.write(ruledocs.explain(loaded.ruleset.get(rid)))

@@ -54,11 +54,45 @@ CONDITION_TAINT_KEYS = frozenset({
 VGPU_BASELINE_LABEL = "compatcheck.io/vgpu-baseline-cuda"
 
 
+_NATIVE_PREFIXES = ("hugepages-", "requests.", "limits.")
+_NATIVE = {"cpu", "memory", "ephemeral-storage", "storage", "pods"}
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' IsExtendedResourceName: a domain-qualified name outside kubernetes.io."""
+    if name in _NATIVE or name.startswith(_NATIVE_PREFIXES) or "/" not in name:
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+# The extended resources that are GPUs (or slices of one). ``nvidia.com/`` is not a GPU domain by itself: NVIDIA's
+# Network Operator advertises RDMA and SR-IOV devices under it too (``nvidia.com/rdma_shared_device_a``,
+# ``nvidia.com/hostdev``, ``nvidia.com/sriov_*``, any name a SriovNetworkNodePolicy gives), and a pod asking only
+# for those is a network pod, not a GPU pod. Sources:
+# - NVIDIA device plugin: nvidia.com/gpu, nvidia.com/mig-<profile> (mixed strategy), and the ``.shared`` suffix
+#   that ``renameByDefault`` gives time-sliced and MPS replicas
+#   (https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus);
+# - HAMi: nvidia.com/gpumem, gpumem-percentage, gpucores, priority (its device config: resourceMemoryName,
+#   resourceMemoryPercentageName, resourceCoreName, resourcePriorityName,
+#   https://github.com/Project-HAMi/HAMi/blob/master/charts/hami/templates/scheduler/device-configmap.yaml);
+# - GPU-Manager: tencent.com/vcuda-core, vcuda-memory (https://github.com/tkestack/gpu-manager);
+# - Volcano: volcano.sh/vgpu-number, vgpu-memory, vgpu-cores and the older gpu-share volcano.sh/gpu-memory,
+#   gpu-number (https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_volcano_vgpu.md,
+#   .../how_to_use_gpu_sharing.md);
+# - Kubernetes' own alpha.kubernetes.io/nvidia-gpu (removed in 1.11; old manifests still carry it).
+GPU_RESOURCES = frozenset({
+    "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores",
+    "nvidia.com/priority", "alpha.kubernetes.io/nvidia-gpu",
+})
+GPU_RESOURCE_PREFIXES = ("nvidia.com/mig-", "tencent.com/vcuda", "volcano.sh/vgpu", "volcano.sh/gpu")
+
+
 def is_gpu_resource(name: str) -> bool:
-    return (
-        name.startswith(("nvidia.com/", "tencent.com/vcuda", "volcano.sh/vgpu", "volcano.sh/gpu"))
-        or name == "alpha.kubernetes.io/nvidia-gpu"
-    )
+    """Whether an extended resource is a GPU or a slice of one (see ``GPU_RESOURCES``)."""
+    if name in GPU_RESOURCES or name.startswith(GPU_RESOURCE_PREFIXES):  # mig-<profile>.shared included
+        return True
+    return name == "nvidia.com/gpu.shared"
 
 
 @dataclass(frozen=True)
@@ -743,6 +777,12 @@ class Cluster:
     def __init__(self, classes: list[NodeClass], node_count: int) -> None:
         self.classes = classes
         self.node_count = node_count
+        # Admission plugins the cluster's API server runs that change what a pod tolerates (a ClusterProfile's
+        # ``admissionPlugins``; see ``ADMISSION_PLUGINS``).
+        self.admission_plugins: frozenset[str] = frozenset()
+        # Label keys the description of the cluster is silent about (a ClusterProfile that gives no zone): every
+        # real node has them, with values nobody wrote down, so selectors on them are not judged.
+        self.unknown_keys: frozenset[str] = frozenset()
         self._index: _NodeIndex | None = None
         self._lock = threading.Lock()
 
@@ -752,7 +792,7 @@ class Cluster:
     def placement(self, spec: JsonObject) -> list[NodeClass]:
         """The classes with a node that nodeSelector, nodeName and required node affinity admit, in class
         order (what ``placement_matches`` says of each class, without looking at every node)."""
-        p = _Placement.of(spec)
+        p = _Placement.of(self._known(spec))
         if not p.per_node:
             return [cls for cls in self.classes if p.admits(None, cls.labels)]
         return self._node_index().placed(p)
@@ -760,10 +800,37 @@ class Cluster:
     def placed_node_count(self, spec: JsonObject) -> int:
         """How many nodes nodeSelector, nodeName and required node affinity admit (not how many classes: a
         hostname selector admits one node of its class)."""
-        p = _Placement.of(spec)
+        p = _Placement.of(self._known(spec))
         if not p.per_node:
             return sum(cls.count for cls in self.classes if p.admits(None, cls.labels))
         return self._node_index().count(p)
+
+    def _known(self, spec: JsonObject) -> JsonObject:
+        """``spec``'s placement without what it says about ``unknown_keys`` (a term that said nothing else admits
+        every node: the terms are ORed)."""
+        if not self.unknown_keys:
+            return spec
+        unknown = self.unknown_keys
+        sel = spec.get("nodeSelector")
+        terms = required_terms(spec)
+        if not (isinstance(sel, dict) and unknown & set(map(str, sel))) and not any(
+                e.get("key") in unknown for t in terms or () for e in _exprs(t, "matchExpressions")):
+            return spec
+        out = dict(spec)
+        if isinstance(sel, dict):
+            out["nodeSelector"] = {k: v for k, v in sel.items() if str(k) not in unknown}
+        if terms is not None:
+            kept = []
+            for t in terms:
+                exprs = [e for e in _exprs(t, "matchExpressions") if e.get("key") not in unknown]
+                fields = _exprs(t, "matchFields")
+                if not exprs and not fields and _exprs(t, "matchExpressions"):
+                    out.pop("affinity", None)  # this term admits every node, so the OR does
+                    return out
+                kept.append({**t, "matchExpressions": exprs})
+            out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": kept}}}
+        return out
 
     def carry_over(self, previous: Cluster) -> None:
         """Start from ``previous``'s placement indexes where they still hold (see ``_NodeIndex.carried``)."""
@@ -797,10 +864,36 @@ def _tolerates(tol: JsonObject, taint: Taint) -> bool:
     return str(tol.get("value", "") or "") == taint.value
 
 
-def untolerated_taints(spec: JsonObject, cls: NodeClass) -> list[Taint]:
+def untolerated_taints(spec: JsonObject, cls: NodeClass, implied: Sequence[JsonObject] = ()) -> list[Taint]:
+    """The NoSchedule/NoExecute taints of ``cls`` that neither the pod's tolerations nor ``implied`` ones (those an
+    admission plugin adds, see ``implied_tolerations``) tolerate."""
     tols = [t for t in sequence(spec.get("tolerations")) if isinstance(t, dict)]
+    tols.extend(implied)
     return [t for t in cls.taints
             if t.effect in ("NoSchedule", "NoExecute") and not any(_tolerates(tol, t) for tol in tols)]
+
+
+# Admission plugins of kube-apiserver that compatcheck knows how to apply (a config's or a ClusterProfile's
+# ``admissionPlugins``).
+#
+# ExtendedResourceToleration (off by default in kube-apiserver; GKE and others enable it): for every extended
+# resource in the requests of a pod's containers and init containers (requests are defaulted from limits before
+# admission), it adds the toleration {key: <resource name>, operator: Exists, effect: NoSchedule}. Source:
+# https://github.com/kubernetes/kubernetes/blob/master/plugin/pkg/admission/extendedresourcetoleration/admission.go
+# It is a mutating plugin, and kube-apiserver runs every mutating plugin (in the order of AllOrderedPlugins,
+# where it precedes MutatingAdmissionWebhook) before any validating one, so a validating webhook already sees the
+# tolerations it adds on a Pod (pkg/kubeapiserver/options/plugins.go). It acts on Pods only: a Deployment's pod
+# template gets them when its Pods are created, which is why a linter (or a webhook reviewing the Deployment)
+# must add them itself.
+EXTENDED_RESOURCE_TOLERATION = "ExtendedResourceToleration"
+ADMISSION_PLUGINS = (EXTENDED_RESOURCE_TOLERATION,)
+
+
+def implied_tolerations(plugins: frozenset[str], extended_resources: Iterable[str]) -> list[JsonObject]:
+    """The tolerations the enabled ``plugins`` add to a pod that requests ``extended_resources``."""
+    if EXTENDED_RESOURCE_TOLERATION not in plugins:
+        return []
+    return [{"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in sorted(set(extended_resources))]
 
 
 def offers_resources(requests: dict[str, int], cls: NodeClass) -> bool:
@@ -897,12 +990,44 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
             allocatable.setdefault("nvidia.com/gpumem", vgpu.get("memoryMiB", 16384) * gpus)
             allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
         taints = pool.get("taints") or []
+        os_name, arch = str(pool.get("os", "linux")), str(pool.get("arch", "amd64"))
+        zones = [str(z) for z in pool.get("zones") or []]
         for n in range(pool.get("count", 1)):
             node_name = f"{name}-{n}"
             nodes.append({
                 "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": node_name, "labels": {**labels, "kubernetes.io/hostname": node_name}},
+                # The pool's own labels win: a profile may say what its nodes really carry.
+                "metadata": {"name": node_name, "labels": {
+                    **well_known_labels(node_name, os_name, arch, zones[n % len(zones)] if zones else None,
+                                        pool.get("region"), pool.get("instanceType")),
+                    **labels}},
                 "spec": {"taints": taints},
-                "status": {"allocatable": allocatable},
+                "status": {"allocatable": allocatable, "nodeInfo": {"operatingSystem": os_name, "architecture": arch}},
             })
     return nodes, errors
+
+
+# The cloud provider's labels of a Node, which a ClusterProfile gives only if its author says so (zones, region,
+# instanceType). When no pool of a profile gives one, the cluster is silent about it (``Cluster.unknown_keys``).
+PROVIDER_LABELS = frozenset({
+    "topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/region", "node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type",
+})
+
+
+def well_known_labels(name: str, os_name: str, arch: str, zone: str | None, region: object,
+                      instance_type: object) -> dict[str, str]:
+    """The labels every real Node carries, as ``kubectl get nodes --show-labels`` shows them: the kubelet sets the
+    hostname, OS and architecture (with their deprecated beta.kubernetes.io twins, still set), the cloud provider the
+    zone, region and instance type (stable and deprecated names). Pods and charts select on them
+    (``kubernetes.io/os: linux`` is in most charts), so a synthetic Node without them would admit nothing.
+    Source: https://kubernetes.io/docs/reference/labels-annotations-taints/"""
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": os_name, "kubernetes.io/arch": arch,
+              "beta.kubernetes.io/os": os_name, "beta.kubernetes.io/arch": arch}
+    if zone is not None:
+        labels["topology.kubernetes.io/zone"] = labels["failure-domain.beta.kubernetes.io/zone"] = zone
+    if region is not None:
+        labels["topology.kubernetes.io/region"] = labels["failure-domain.beta.kubernetes.io/region"] = str(region)
+    if instance_type is not None:
+        labels["node.kubernetes.io/instance-type"] = labels["beta.kubernetes.io/instance-type"] = str(instance_type)
+    return labels

@@ -14,6 +14,7 @@ from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.model import Diagnostic, Finding, Severity
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.rules import ParamsError, RuleSet, schema_problems
+from compatcheck.core.suggest import did_you_mean
 
 CONFIG_NAMES = (".compatcheck.yaml", ".compatcheck.yml")
 DEFAULT_DOCS_URL = "https://github.com/compatcheck/compatcheck/blob/main/docs/rules.md"
@@ -123,6 +124,7 @@ class Config:
     params: dict[str, JsonObject] = field(default_factory=dict)
     rule_dirs: tuple[str, ...] = ()
     nodes: str | None = None
+    admission_plugins: frozenset[str] = frozenset()  # see compatcheck.core.cluster.ADMISSION_PLUGINS
     crl: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
     exemptions: tuple[Exemption, ...] = ()
@@ -155,7 +157,8 @@ def apply_to_ruleset(config: Config, ruleset: RuleSet) -> RuleSet:
         names |= set(e.rules or ())
     names |= set(config.fixes_enabled or ()) | config.fixes_disabled | config.allow_unsafe
     for rule_id in sorted(names - set(ruleset.rules)):
-        problems.append(Diagnostic(path, f"unknown rule {rule_id!r} (see compatcheck rules list)",
+        hint = did_you_mean(rule_id, ruleset.rules) or " (see compatcheck rules list)"
+        problems.append(Diagnostic(path, f"unknown rule {rule_id!r}{hint}",
                                    pointer=_naming(config, rule_id), kind="config"))
     rules = dict(ruleset.rules)
     for rule_id, override in config.params.items():

@@ -16,6 +16,7 @@ from compatcheck.core.checks import AnyCheckType
 from compatcheck.core.checks.base import EvalContext, ObjectTarget, Outcome, PodAnalysis, RawParams, UnknownCheckType
 from compatcheck.core.jsonutil import Json, JsonObject
 from compatcheck.core.model import Applicability, Diagnostic, DiagnosticKind, Severity
+from compatcheck.core.suggest import did_you_mean
 
 
 class ParamsError(ValueError):
@@ -67,12 +68,18 @@ def schema_problems(doc: Json, schema: JsonObject, path: str,
     out = []
     for err in sorted(Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)):
         pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in err.absolute_path)
+        hint = ""
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-            # Point at the first unexpected key (the typo), not at its parent mapping.
-            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            # Point at the first unexpected key (the typo), not at its parent mapping, and say what it may be.
+            known = err.schema.get("properties", {})
+            extra = sorted(set(err.instance) - set(known))
             if extra:
                 pointer += "/" + str(extra[0]).replace("~", "~0").replace("/", "~1")
+                hint = did_you_mean(str(extra[0]), known)
+        elif err.validator == "enum" and isinstance(err.instance, str):
+            hint = did_you_mean(err.instance, (str(v) for v in err.validator_value))
         msg = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+        msg += hint
         out.append(Diagnostic(path, f"{pointer or '/'}: {msg}", pointer=pointer, kind=kind))
     return out
 

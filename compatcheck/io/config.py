@@ -93,6 +93,7 @@ def load_config(path: str | None) -> Config:
         path=path, severities=severities, disabled=frozenset(disabled), params=params,
         rule_dirs=tuple(rel(d) for d in data.get("ruleDirs") or ()),
         nodes=rel(data["nodes"]) if data.get("nodes") else None,
+        admission_plugins=frozenset(data.get("admissionPlugins") or ()),
         crl=tuple(rel(c) for c in data.get("crl") or ()),
         fail_on=Severity(data.get("failOn", "error")), exemptions=exemptions,
         annotation_exemptions=bool(data.get("annotationExemptions", True)),

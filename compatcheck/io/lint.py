@@ -43,7 +43,8 @@ class LintOptions:
     config: Config = field(default_factory=Config)
     baseline: Counter[baseline_mod.Key] | None = None
     # Rendered files (helm template): maps a parsed file to the path findings should name.
-    source_map: Callable[[Document, int], tuple[str, int | None]] | None = None
+    # (document, pointer, line in the rendered text) -> (file, line, column or None)
+    source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
     # Image configs: from registries (config registry.lookups, --registry-lookups), only the cache (--offline),
     # and facts files made elsewhere (--image-facts FILE or IMAGE=FILE), which are read whatever the mode.
     image_facts: list[str] = field(default_factory=list)
@@ -92,7 +93,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    ctx = EvalContext(loaded.kb, cluster, index)
+    ctx = EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
         ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
@@ -165,14 +166,14 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
 
 def _path(doc: Document, options: LintOptions) -> str:
     """The file findings in ``doc`` name: the document's own, or the template it was rendered from."""
-    return options.source_map(doc, doc.line)[0] if options.source_map is not None else doc.path
+    return options.source_map(doc, "", doc.line)[0] if options.source_map is not None else doc.path
 
 
 def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int, int]:
     line, col = doc.locate(pointer)
     if options.source_map is not None:
-        path, mapped = options.source_map(doc, line)
-        return path, mapped or line, col
+        path, mapped, mapped_col = options.source_map(doc, pointer, line)
+        return path, mapped, mapped_col or col
     return doc.path, line, col
 
 

@@ -16,7 +16,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compatcheck.core.cluster import Cluster, about_node, build_cluster, node_problems, node_record, profile_to_nodes
+from compatcheck.core.cluster import (
+    PROVIDER_LABELS,
+    Cluster,
+    about_node,
+    build_cluster,
+    node_problems,
+    node_record,
+    profile_to_nodes,
+)
 from compatcheck.core.crl import CrlIndex, build_index, claims_crl
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
@@ -269,6 +277,11 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     if not nodes:
         return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
     cluster = build_cluster(nodes, kb)
+    cluster.admission_plugins = frozenset(p for doc in docs if isinstance(doc, dict) and doc.get("kind") ==
+                                          "ClusterProfile" for p in doc.get("admissionPlugins") or ())
+    if all(from_profile for _i, _p, from_profile in sources):  # a hand-written cluster: silent about some labels
+        cluster.unknown_keys = frozenset(k for k in PROVIDER_LABELS
+                                         if not any(k in (n["metadata"].get("labels") or {}) for n in nodes))
     return cluster, _node_warnings(cluster, nodes, sources, lines)
 
 

@@ -11,9 +11,9 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from compatcheck.io.manifests import Document
+from compatcheck.io.templatemap import Define, TemplateWalker, find_defines
 
 _SOURCE = re.compile(r"^# Source: (?P<path>.+?)\s*$", re.MULTILINE)
 
@@ -27,39 +27,60 @@ class Rendered:
     name: str  # pseudo path of the rendered stream
     text: str
     chart_dir: str | None = None
-    # document index -> (template file path, first line of the document in the rendered text)
-    sources: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # document index -> (template file path, first line of the document in the rendered text, rank of the document
+    # among those rendered from the same template)
+    sources: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     template_lines: dict[str, list[str]] = field(default_factory=dict)
+    _walkers: dict[int, TemplateWalker] = field(default_factory=dict)
+    _defines: dict[str, Define] | None = None
 
-    @cached_property
-    def rendered_lines(self) -> list[str]:
-        return self.text.splitlines()  # split once: locate runs for every finding
-
-    def locate(self, doc: Document, line: int) -> tuple[str, int | None]:
-        """Best-effort position in the template: the template file, and the line whose key matches."""
+    def locate(self, doc: Document, pointer: str, line: int) -> tuple[str, int, int | None]:
+        """Where a field of a rendered document was written: its template file and the template line found by
+        walking the template's structure along ``pointer`` (``compatcheck.io.templatemap``); the rendered
+        stream and ``line`` when the document names no template (kustomize)."""
         src = self.sources.get(doc.index)
         if src is None:
-            return self.name, line
-        template, _ = src
-        lines = self.template_lines.get(template)
+            return self.name, line, None
+        template, _first, ordinal = src
+        walker = self._walkers.get(doc.index)
+        if walker is None:
+            walker = self._walkers[doc.index] = TemplateWalker.of(self._lines(template), doc.data, ordinal, template,
+                                                                  self.defines())
+        path, line_found = walker.where(pointer, doc.data)
+        found = line_found or 1
+        lines = self._lines(path)
+        text = lines[found - 1] if 0 < found <= len(lines) else ""
+        rest = text.lstrip(" ")
+        while rest.startswith("- "):  # the item's content, as the linter's own columns point at it
+            rest = rest[2:].lstrip(" ")
+        return path, found, len(text) - len(rest) + 1
+
+    def _lines(self, path: str) -> list[str]:
+        lines = self.template_lines.get(path)
         if lines is None:
             try:
-                with open(template, encoding="utf-8") as fh:
+                with open(path, encoding="utf-8") as fh:
                     lines = fh.read().splitlines()
-            except OSError:
+            except (OSError, UnicodeDecodeError):
                 lines = []
-            self.template_lines[template] = lines
-        rendered = self.rendered_lines
-        target = rendered[line - 1].strip() if 0 < line <= len(rendered) else ""
-        # The template line whose literal text (up to its first {{ action) is the longest prefix of the
-        # rendered line: "- --dtype={{ .Values.dtype }}" renders as "- --dtype=bfloat16".
-        best, best_len = None, 0
-        for i, tl in enumerate(lines):
-            literal = tl.strip().split("{{", 1)[0]
-            if literal and target.startswith(literal) and len(literal) > best_len and (
-                    "{{" in tl or tl.strip() == target):
-                best, best_len = i + 1, len(literal)
-        return template, best if best is not None else 1
+            self.template_lines[path] = lines
+        return lines
+
+    def defines(self) -> dict[str, Define]:
+        """The chart's named templates (its own and its subcharts' templates/), read once."""
+        if self._defines is None:
+            files: dict[str, list[str]] = {}
+            if self.chart_dir is not None:
+                for root, dirs, names in os.walk(self.chart_dir):
+                    dirs.sort()
+                    if os.path.basename(root) != "templates" and "templates" not in root.split(os.sep):
+                        continue
+                    for name in sorted(names):
+                        if name.endswith((".tpl", ".yaml", ".yml", ".txt")):
+                            path = os.path.relpath(os.path.join(root, name))
+                            files[path] = self._lines(path)
+            self._defines = find_defines(files)
+        return self._defines
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -72,8 +93,9 @@ def _run(cmd: list[str], what: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RenderError(f"{' '.join(cmd[:2])} failed: {exc}") from None
     if proc.returncode != 0:
-        first = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[0]
-        raise RenderError(f"{' '.join(cmd[:2])} failed (exit {proc.returncode}): {first}")
+        # The tool's own output, whole: helm's errors span lines (a values schema lists every violation).
+        output = (proc.stderr.strip() or proc.stdout.strip() or "no output")
+        raise RenderError(f"{' '.join(cmd[:2])} failed (exit {proc.returncode}):\n{output}")
     return proc.stdout
 
 
@@ -104,13 +126,13 @@ def kustomize(directory: str) -> Rendered:
 def _index_sources(rendered: Rendered, charts_parent: str) -> None:
     """Map each rendered document to the template named by its ``# Source:`` comment."""
     index = -1
-    current: str | None = None
     started = False
+    found: dict[int, tuple[str, int]] = {}
+    kinds: dict[int, str] = {}
     for lineno, line in enumerate(rendered.text.splitlines(), 1):
         if line.startswith("---"):
             index += 1
             started = True
-            current = None
             continue
         if not started:
             index, started = 0, True
@@ -118,8 +140,17 @@ def _index_sources(rendered: Rendered, charts_parent: str) -> None:
         if m:
             # "# Source: <chart name>/templates/x.yaml": relative to the directory holding the chart.
             rel = m.group("path")
-            current = os.path.relpath(os.path.join(charts_parent, _chart_relative(rel, rendered.chart_dir)))
-            rendered.sources[index] = (current, lineno)
+            found[index] = (os.path.relpath(os.path.join(charts_parent, _chart_relative(rel, rendered.chart_dir))),
+                            lineno)
+        elif line.startswith("kind:"):
+            kinds.setdefault(index, line[5:].strip())
+    # The rank of each document among those of the same kind rendered from the same template (helm sorts its
+    # output by kind, so a template's documents are not in the template's order across kinds).
+    seen: dict[tuple[str, str], int] = {}
+    for index, (template, lineno) in found.items():
+        key = (template, kinds.get(index, ""))
+        rendered.sources[index] = (template, lineno, seen.get(key, 0))
+        seen[key] = seen.get(key, 0) + 1
 
 
 def _chart_relative(rel: str, chart_dir: str | None) -> str:

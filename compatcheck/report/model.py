@@ -36,6 +36,8 @@ class LintReport:
     show_suppressed: bool = False
     docs_url: str = ""
     tool_version: str = ""
+    # The repository root (absolute) that SARIF names files relative to; "" = the working directory.
+    source_root: str = ""
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""

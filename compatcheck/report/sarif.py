@@ -5,32 +5,50 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from compatcheck.report.model import LintReport
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
-def _uri(path: str) -> str:
-    rel = os.path.relpath(path) if os.path.isabs(path) else path
-    return rel.replace(os.sep, "/") if not rel.startswith("..") else "file://" + os.path.abspath(path)
+SRCROOT = "%SRCROOT%"
+
+
+def artifact(path: str, root: str) -> dict[str, str]:
+    """A SARIF artifactLocation: a file inside the repository is named relative to its root, with the uriBaseId
+    %SRCROOT% (what code scanning resolves against its checkout), never as an absolute file:// URI that names the
+    CI runner's directories; only a file outside the repository gets one. Standard input is ``-``."""
+    if path == "-":
+        return {"uri": "-"}
+    absolute = os.path.abspath(path)
+    rel = os.path.relpath(absolute, root)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return {"uri": Path(absolute).as_uri()}
+    return {"uri": quote(rel.replace(os.sep, "/")), "uriBaseId": SRCROOT}
+
+
+def _directory_uri(root: str) -> str:
+    uri = Path(root).as_uri()
+    return uri if uri.endswith("/") else uri + "/"  # a base URI names a directory: it ends with a slash
 
 
 def render(report: LintReport) -> str:
     rules = sorted(report.rules, key=lambda r: r.id)
     index = {r.id: i for i, r in enumerate(rules)}
     results: list[dict[str, Any]] = []
+    root = report.source_root or os.getcwd()
     for f in report.findings:
-        location: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": _uri(f.source.path)
-                                                                                if f.source else "-"}}}
+        where = artifact(f.source.path if f.source else "-", root)
+        location: dict[str, Any] = {"physicalLocation": {"artifactLocation": where}}
         if f.source and f.source.line:
-            location["physicalLocation"]["artifactLocation"]["uriBaseId"] = "%SRCROOT%"
             location["physicalLocation"]["region"] = {"startLine": f.source.line, "startColumn": f.source.column or 1}
         name = "/".join(x for x in (f.obj.kind, f.obj.namespace, f.obj.name) if x)
         location["logicalLocations"] = [{"fullyQualifiedName": name + (f"[{f.container}]" if f.container else ""),
                                          "kind": "object"}]
-        fingerprint = hashlib.sha256("|".join((f.rule_id, f.source.path if f.source else "", name,
+        fingerprint = hashlib.sha256("|".join((f.rule_id, where["uri"], name,
                                                f.container or "", f.pointer)).encode()).hexdigest()[:32]
         result: dict[str, Any] = {
             "ruleId": f.rule_id, "level": _LEVEL[f.severity.value], "message": {"text": f.message},
@@ -43,7 +61,7 @@ def render(report: LintReport) -> str:
             result["properties"]["fix"] = f.fix.to_json()
         results.append(result)
     notifications = [{"level": _LEVEL[e.severity.value], "message": {"text": e.message},
-                      "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(e.path)},
+                      "locations": [{"physicalLocation": {"artifactLocation": artifact(e.path, root),
                                                           **({"region": {"startLine": e.line}} if e.line else {})}}]}
                      for e in [*report.errors, *report.warnings]]
     run: dict[str, Any] = {
@@ -58,7 +76,7 @@ def render(report: LintReport) -> str:
                 "defaultConfiguration": {"level": _LEVEL[r.severity.value]},
                 "properties": {"tags": ["cuda", "gpu", "kubernetes"], "checkType": r.check.name},
             } for r in rules]}},
-        "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + os.getcwd().rstrip("/") + "/"}},
+        "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(root)}},
         "invocations": [{"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}],
         "results": results,
     }

@@ -70,9 +70,11 @@ class Snapshot:
 
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
-           synced: bool = True, nodes_version: str = "", node_problems: int = 0) -> Snapshot:
-        return cls(EvalContext(kb, cluster, index), synced, cluster.node_count if cluster else 0,
-                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
+           synced: bool = True, nodes_version: str = "", node_problems: int = 0,
+           admission_plugins: frozenset[str] = frozenset()) -> Snapshot:
+        return cls(EvalContext(kb, cluster, index, admission_plugins=admission_plugins), synced,
+                   cluster.node_count if cluster else 0, len(cluster.classes) if cluster else 0,
+                   sum(len(g) for g in index.groups.values()), invalid,
                    nodes_version, node_problems)
 
     def publish(self, metrics: Any) -> None:
@@ -136,7 +138,7 @@ class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
 
     def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20,
-                 metrics: Any = None) -> None:
+                 metrics: Any = None, admission_plugins: frozenset[str] = frozenset()) -> None:
         cluster: Cluster | None = None
         if nodes:
             cluster, found = load_nodes(nodes, kb, max_bytes)
@@ -154,7 +156,8 @@ class StaticView:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap", file=e.path, error=e.message)
             invalid = len(bad)
         problems = NodeProblemLog(metrics).update(cluster)
-        self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems)
+        self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems,
+                                    admission_plugins=admission_plugins)
 
     def health(self) -> ViewHealth:
         return ViewHealth(True)
@@ -401,17 +404,19 @@ class _Watcher(threading.Thread):
 class LiveView:
     """Nodes and CRL ConfigMaps from the API server, kept current by watches."""
 
-    def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2) -> None:
+    def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
+                 admission_plugins: frozenset[str] = frozenset()) -> None:
         from kubernetes import client
 
         self.kb = kb
+        self.admission_plugins = admission_plugins
         self.metrics = metrics
         self.debounce = debounce
         core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._rebuild_lock = threading.Lock()
-        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex()), False)
+        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex(), admission_plugins=admission_plugins), False)
 
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
@@ -452,7 +457,8 @@ class LiveView:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
                           name=(obj.get("metadata") or {}).get("name"), error=why[0].message)
             unreadable = self.node_problems.update(cluster)
-            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable)
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable,
+                                        self.admission_plugins)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 

@@ -316,10 +316,12 @@ def mig_node(name: str, product: str, offers: dict[str, int], **labels: str) -> 
     ([mig_node("a", "A100-SXM4-40GB", {"1g.5gb": 7})], []),
     ([mig_node("a", "A100-SXM4-40GB", {"1g.5gb": 0, "2g.10gb": 3}), mig_node("h", "H100", {"1g.10gb": 1}),
       node("plain", {PRODUCT: "H100"})],
-     ["MIG profile 1g.5gb is offered by no node the pod can land on; nodes offer nvidia.com/mig-1g.10gb, "
-      "nvidia.com/mig-1g.5gb, nvidia.com/mig-2g.10gb"]),
+     ["MIG profile 1g.5gb is offered by no node the pod can land on (nodes offer nvidia.com/mig-1g.10gb, "
+      "nvidia.com/mig-1g.5gb, nvidia.com/mig-2g.10gb): the pod would stay Pending (Insufficient "
+      "nvidia.com/mig-1g.5gb)"]),
     ([node("plain", {PRODUCT: "H100"})],
-     ["MIG profile 1g.5gb is offered by no node the pod can land on; no node offers MIG devices"]),
+     ["MIG profile 1g.5gb is offered by no node the pod can land on (no node offers MIG devices): the pod would "
+      "stay Pending (Insufficient nvidia.com/mig-1g.5gb)"]),
 ])
 def test_mig_with_a_cluster_view(nodes: list[dict[str, Any]], expected: list[str]) -> None:
     assert found("mig-profile", mig_pod(), nodes=nodes) == [(MIG, "c", m, None) for m in expected]
@@ -336,7 +338,8 @@ def test_mig_with_a_cluster_view_checks_every_request_and_one_device_is_enough()
 def test_mig_with_a_cluster_view_looks_where_the_pod_can_go() -> None:
     nodes = [mig_node("a", "A100-SXM4-40GB", {"1g.5gb": 7}, pool="a"), mig_node("b", "H100", {"1g.10gb": 7}, pool="b")]
     assert messages("mig-profile", mig_pod(nodeSelector={"pool": "b"}), nodes=nodes) == [
-        "MIG profile 1g.5gb is offered by no node the pod can land on; nodes offer nvidia.com/mig-1g.10gb"]
+        "MIG profile 1g.5gb is offered by no node the pod can land on (nodes offer nvidia.com/mig-1g.10gb): the pod "
+        "would stay Pending (Insufficient nvidia.com/mig-1g.5gb)"]
     assert messages("mig-profile", mig_pod(nodeSelector={"pool": "a"}), nodes=nodes) == []
 
 

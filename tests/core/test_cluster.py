@@ -38,47 +38,56 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, Any], taints:
         "status": {"allocatable": allocatable}}
 
 
+def pnode(name: str, labels: dict[str, str], allocatable: dict[str, Any], taints: list[Any] | None = None) -> Any:
+    """A ClusterProfile's Node: what the kubelet labels every Node with (kubernetes.io/os, arch, hostname and their
+    beta twins), then the pool's labels; its nodeInfo."""
+    made = node(name, {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                       "beta.kubernetes.io/arch": "amd64", **labels}, allocatable, taints)
+    made["status"]["nodeInfo"] = {"operatingSystem": "linux", "architecture": "amd64"}
+    return made
+
+
 PRODUCT, STRATEGY = "nvidia.com/gpu.product", "nvidia.com/gpu.sharing-strategy"
 T4 = {PRODUCT: "Tesla-T4"}
 
 
 @pytest.mark.parametrize(("pool", "expected"), [
-    ({"name": "a", "gpu": "Tesla-T4"}, [node("a-0", {**T4, STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
+    ({"name": "a", "gpu": "Tesla-T4"}, [pnode("a-0", {**T4, STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
     ({"gpu": "Tesla-T4", "count": 2, "gpusPerNode": 4, "labels": {"pool": "x", "n": 1}, "resources": {"cpu": 8},
       "taints": [{"key": "k", "effect": "NoSchedule"}]},
-     [node(f"pool0-{i}", {"pool": "x", "n": "1", **T4, STRATEGY: "none"}, {"cpu": 8, "nvidia.com/gpu": 4},
+     [pnode(f"pool0-{i}", {"pool": "x", "n": "1", **T4, STRATEGY: "none"}, {"cpu": 8, "nvidia.com/gpu": 4},
            [{"key": "k", "effect": "NoSchedule"}]) for i in range(2)]),
     ({"name": "b", "resources": {"nvidia.com/gpu": 3}, "gpusPerNode": 8},  # declared resources are kept
-     [node("b-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 3})]),
-    ({"name": "c", "gpusPerNode": 0}, [node("c-0", {STRATEGY: "none"}, {})]),
+     [pnode("b-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 3})]),
+    ({"name": "c", "gpusPerNode": 0}, [pnode("c-0", {STRATEGY: "none"}, {})]),
     ({"name": "d", "gpu": "Mystery", "computeCapability": "8.6"},
-     [node("d-0", {PRODUCT: "Mystery", "nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "6",
+     [pnode("d-0", {PRODUCT: "Mystery", "nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "6",
                    STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
     ({"name": "e", "driver": "550.54.15"},
-     [node("e-0", {DRIVER_FULL_LABEL: "550.54.15", "nvidia.com/cuda.runtime-version.major": "12",
+     [pnode("e-0", {DRIVER_FULL_LABEL: "550.54.15", "nvidia.com/cuda.runtime-version.major": "12",
                    "nvidia.com/cuda.runtime-version.minor": "4", STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
     ({"name": "f", "driver": "439.1", "driverCuda": "12.2"},  # a driver older than the table: no CUDA labels
-     [node("f-0", {DRIVER_FULL_LABEL: "439.1", STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
+     [pnode("f-0", {DRIVER_FULL_LABEL: "439.1", STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
     ({"name": "g", "driverCuda": "11.8"},
-     [node("g-0", {"nvidia.com/cuda.runtime-version.major": "11", "nvidia.com/cuda.runtime-version.minor": "8",
+     [pnode("g-0", {"nvidia.com/cuda.runtime-version.major": "11", "nvidia.com/cuda.runtime-version.minor": "8",
                    STRATEGY: "none"}, {"nvidia.com/gpu": 1})]),
     ({"name": "h", "sharing": "time-slicing", "replicas": 2, "gpusPerNode": 3},
-     [node("h-0", {STRATEGY: "time-slicing", "nvidia.com/gpu.replicas": "2"}, {"nvidia.com/gpu": 6})]),
+     [pnode("h-0", {STRATEGY: "time-slicing", "nvidia.com/gpu.replicas": "2"}, {"nvidia.com/gpu": 6})]),
     ({"name": "i", "sharing": "mps", "replicas": 4, "renameShared": True},
-     [node("i-0", {STRATEGY: "mps", "nvidia.com/gpu.replicas": "4"}, {"nvidia.com/gpu.shared": 4})]),
+     [pnode("i-0", {STRATEGY: "mps", "nvidia.com/gpu.replicas": "4"}, {"nvidia.com/gpu.shared": 4})]),
     ({"name": "j", "sharing": "mig-single", "gpusPerNode": 2, "migProfiles": {"1g.5gb": 7}},
-     [node("j-0", {"nvidia.com/mig.strategy": "single"}, {"nvidia.com/gpu": 14})]),
+     [pnode("j-0", {"nvidia.com/mig.strategy": "single"}, {"nvidia.com/gpu": 14})]),
     ({"name": "k", "sharing": "mig-mixed", "gpusPerNode": 2, "migProfiles": {"1g.5gb": 3, "2g.10gb": 2}},
-     [node("k-0", {"nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/mig-1g.5gb": 6, "nvidia.com/mig-2g.10gb": 4})]),
+     [pnode("k-0", {"nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/mig-1g.5gb": 6, "nvidia.com/mig-2g.10gb": 4})]),
     ({"name": "l", "gpusPerNode": 2, "vgpu": {"type": "gpu-manager"}},
-     [node("l-0", {STRATEGY: "none"}, {"tencent.com/vcuda-core": 200, "tencent.com/vcuda-memory": 128})]),
+     [pnode("l-0", {STRATEGY: "none"}, {"tencent.com/vcuda-core": 200, "tencent.com/vcuda-memory": 128})]),
     ({"name": "m", "gpusPerNode": 2, "vgpu": {"type": "gpu-manager", "memoryUnits": 10, "baselineCuda": "12.2"}},
-     [node("m-0", {STRATEGY: "none", "compatcheck.io/vgpu-baseline-cuda": "12.2"},
+     [pnode("m-0", {STRATEGY: "none", "compatcheck.io/vgpu-baseline-cuda": "12.2"},
            {"tencent.com/vcuda-core": 200, "tencent.com/vcuda-memory": 20})]),
     ({"name": "n", "gpusPerNode": 2, "vgpu": {"type": "hami"}},
-     [node("n-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 32768, "nvidia.com/gpucores": 200})]),
+     [pnode("n-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 32768, "nvidia.com/gpucores": 200})]),
     ({"name": "o", "gpusPerNode": 2, "vgpu": {"type": "hami", "memoryMiB": 1000}},
-     [node("o-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 200})]),
+     [pnode("o-0", {STRATEGY: "none"}, {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 2000, "nvidia.com/gpucores": 200})]),
 ])
 def test_a_pool_becomes_exactly_these_nodes(pool: dict[str, Any], expected: list[dict[str, Any]]) -> None:
     assert nodes_of(pool) == (expected, [])
@@ -400,3 +409,31 @@ def test_placement_fields_of_the_wrong_type_place_nowhere_in_particular(spec: di
     cluster = build_cluster(pool(2, rack=lambda i: f"r{i}"), KB)
     assert cluster.placement(spec) == cluster.classes and cluster.placed_node_count(spec) == 2
     assert placement_matches(spec, cluster.classes[0])
+
+
+ZONE, KIND = "topology.kubernetes.io/zone", "nvidia.com/gpu.product"
+
+
+def _terms(*terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}}}}
+
+
+@pytest.mark.parametrize(("spec", "placed"), [
+    ({"nodeSelector": {ZONE: "z9"}}, ["a", "b"]),  # the zone is unknown: not judged
+    ({"nodeSelector": {ZONE: "z9", KIND: "Tesla-T4"}}, ["a"]),  # what is known still is
+    (_terms([{"key": ZONE, "operator": "In", "values": ["z9"]}, {"key": KIND, "operator": "In", "values": ["L4"]}]),
+     ["b"]),
+    (_terms([{"key": KIND, "operator": "In", "values": ["nope"]}], [{"key": ZONE, "operator": "NotIn", "values": []}]),
+     ["a", "b"]),  # a term that says only unknown things admits every node, and so does the OR of the terms
+    (_terms([{"key": KIND, "operator": "In", "values": ["nope"]}]), []),
+    ({"nodeSelector": {"kubernetes.io/hostname": "b-0"}}, ["b"]),  # placement labels stay exact
+])
+def test_unknown_keys_are_not_judged(spec: dict[str, Any], placed: list[str]) -> None:
+    nodes = [{"metadata": {"name": f"{n}-0", "labels": {"kubernetes.io/hostname": f"{n}-0", KIND: kind}}}
+             for n, kind in (("a", "Tesla-T4"), ("b", "L4"))]
+    cluster = build_cluster(nodes, KB)
+    cluster.unknown_keys = frozenset({ZONE})
+    assert sorted(m.name[0] for c in cluster.placement(spec) for m in c.members
+                  if cluster.placed_node_count(spec)) == placed
+    assert cluster.placed_node_count(spec) == len(placed)

@@ -179,9 +179,10 @@ class KubeAPIServer:
     every object and resourceVersion) and starts a fresh kube-apiserver with an empty watch cache, as a
     control-plane upgrade or crash does."""
 
-    def __init__(self, binaries: Binaries, home: Path) -> None:
+    def __init__(self, binaries: Binaries, home: Path, admission_plugins: tuple[str, ...] = ()) -> None:
         self.bin = binaries
         self.home = home
+        self.admission_plugins = admission_plugins  # enabled besides the two webhook plugins
         self.pki = home / "pki"
         self.logs = home / "logs"
         self.port = free_port()
@@ -235,7 +236,8 @@ class KubeAPIServer:
             f"--secure-port={self.port}", f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             f"--tls-cert-file={self.pki / 'apiserver.crt'}", f"--tls-private-key-file={self.pki / 'apiserver.key'}",
             f"--client-ca-file={self.pki / 'ca.crt'}", "--authorization-mode=RBAC",
-            "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+            "--enable-admission-plugins=" + ",".join(("MutatingAdmissionWebhook", "ValidatingAdmissionWebhook",
+                                                      *self.admission_plugins)),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.pki / 'sa.pub'}",
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",

@@ -29,6 +29,8 @@ from compatcheck.core.cluster import (
     NodeClass,
     NodeFacts,
     build_cluster,
+    implied_tolerations,
+    is_extended_resource,
     is_gpu_resource,
     offers_resources,
     placement_matches,
@@ -88,6 +90,16 @@ class EvalContext:
     # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
     placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
                                                                                  repr=False)
+    # kube-apiserver admission plugins that change what a pod tolerates (config ``admissionPlugins``); a
+    # ClusterProfile's own list (``Cluster.admission_plugins``) adds to it.
+    admission_plugins: frozenset[str] = frozenset()
+
+    @property
+    def plugins(self) -> frozenset[str]:
+        if self.cluster is not None and self.cluster.admission_plugins:
+            return self.admission_plugins | self.cluster.admission_plugins
+        return self.admission_plugins
+
     # What images' own configs say (read from their registries, a cache or a file before evaluation), keyed by
     # the image reference as containers write it. Empty: the image table alone speaks, as without lookups.
     registry: Mapping[str, RegistryFacts] = field(default_factory=dict)
@@ -287,6 +299,23 @@ class PodAnalysis:
         return bool(self.gpu_containers)
 
     @once
+    def implied_tolerations(self) -> list[JsonObject]:
+        """Tolerations the API server's admission plugins add to this pod (``EvalContext.plugins``): with
+        ExtendedResourceToleration, one per extended resource any container or init container requests."""
+        plugins = self.ctx.plugins
+        if not plugins:
+            return []
+        names: set[str] = set()
+        for c in self.pod.containers:
+            res = c.data.get("resources")
+            if isinstance(res, dict):
+                for section in ("requests", "limits"):  # requests are defaulted from limits before admission
+                    values = res.get(section)
+                    if isinstance(values, dict):
+                        names.update(str(k) for k in values if is_extended_resource(str(k)))
+        return implied_tolerations(plugins, names)
+
+    @once
     def pod_requests(self) -> dict[str, int]:
         """Effective pod request per GPU resource: max(sum of containers, largest init container)."""
         regular: dict[str, int] = {}
@@ -384,13 +413,14 @@ class PodAnalysis:
             return [], []
         spec = self.pod.spec
         # Exactly what placement_matches, untolerated_taints and offers_resources read.
+        implied = self.implied_tolerations
         key = dumps((spec.get("nodeSelector"), spec.get("affinity"), spec.get("nodeName"), spec.get("tolerations"),
-                     sorted(self.pod_requests.items())))
+                     sorted(self.pod_requests.items()), implied))
 
         def place() -> tuple[list[NodeClass], list[NodeClass]]:
             placed = cluster.placement(spec)  # indexed: never a scan of every node
             return placed, [c for c in placed
-                            if not untolerated_taints(spec, c) and offers_resources(self.pod_requests, c)]
+                            if not untolerated_taints(spec, c, implied) and offers_resources(self.pod_requests, c)]
 
         return memo(self.ctx.placement_memo, key, place)
 

@@ -499,13 +499,18 @@ def _mig(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violati
             profile = m.group("profile")
             ptr = f"{c.pointer}/resources/limits/{name.replace('/', '~1')}"
             if ctx.cluster is not None:
-                offered = [cls for cls in a.placement_classes if cls.facts.resource(name) > 0]
-                if not offered:
-                    kinds = sorted({n for cls in a.placement_classes for n, _ in cls.facts.gpu_resources
-                                    if n.startswith("nvidia.com/mig-")})
-                    have = f"; nodes offer {', '.join(kinds)}" if kinds else "; no node offers MIG devices"
-                    yield Violation(f"MIG profile {profile} is offered by no node the pod can land on{have}", ptr,
-                                    c.name)
+                # The placed classes when the pod's selectors admit some (gpu-no-eligible-node is then folded
+                # into this finding when the profile is the only thing missing); else the whole cluster, since a
+                # selector that admits no node is gpu-no-eligible-node's finding, not a MIG one.
+                classes = a.placement_classes or ctx.cluster.classes
+                if any(cls.facts.resource(name) > 0 for cls in classes):
+                    continue
+                kinds = sorted({n for cls in classes for n, _ in cls.facts.gpu_resources
+                                if n.startswith("nvidia.com/mig-")})
+                have = f"nodes offer {', '.join(kinds)}" if kinds else "no node offers MIG devices"
+                where = "no node the pod can land on" if a.placement_classes else "no node of the cluster"
+                yield Violation(f"MIG profile {profile} is offered by {where} ({have}): the pod would stay Pending "
+                                f"(Insufficient {name})", ptr, c.name)
                 continue
             products = [f.product for f in a.scope if f.product]
             known = [kb.mig_profiles_for(p) for p in products]

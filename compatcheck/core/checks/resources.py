@@ -22,22 +22,12 @@ from compatcheck.core.checks.base import (
     no_params,
     quantity_int,
 )
-from compatcheck.core.cluster import NodeClass, offers_resources, untolerated_taints
+from compatcheck.core.cluster import NodeClass, is_extended_resource, offers_resources, untolerated_taints
 from compatcheck.core.jsonutil import Json, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
-
-_NATIVE_PREFIXES = ("hugepages-", "requests.", "limits.")
-_NATIVE = {"cpu", "memory", "ephemeral-storage", "storage", "pods"}
-
-
-def is_extended_resource(name: str) -> bool:
-    if name in _NATIVE or name.startswith(_NATIVE_PREFIXES) or "/" not in name:
-        return False
-    domain = name.split("/", 1)[0]
-    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
 def _fmt(q: Json) -> str:
@@ -204,6 +194,12 @@ def _offering(a: PodAnalysis) -> tuple[list[NodeClass], list[NodeClass], str]:
     return placed, offering, ", ".join(f"{k}: {v}" for k, v in sorted(a.pod_requests.items()))
 
 
+def unoffered_mig(a: PodAnalysis, classes: list[NodeClass]) -> list[str]:
+    """The nvidia.com/mig-<profile> resources the pod requests that none of ``classes`` offers."""
+    return sorted(n for n, v in a.pod_requests.items()
+                  if v > 0 and n.startswith("nvidia.com/mig-") and not any(c.facts.resource(n) for c in classes))
+
+
 def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     cluster = ctx.cluster
     if cluster is None or not a.is_gpu_pod:
@@ -211,6 +207,11 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
     placed, offering, wanted = _offering(a)
     if offering:
         return
+    missing = unoffered_mig(a, placed)
+    if placed and missing:
+        rest = {k: v for k, v in a.pod_requests.items() if k not in missing}
+        if any(offers_resources(rest, c) for c in placed):
+            return  # one cause, one finding: mig-profile-unknown names the profile no node offers
     if not placed:
         why = f"none of the {cluster.node_count} nodes matches its nodeSelector/affinity"
     else:
@@ -227,12 +228,13 @@ def _taint_toleration(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Ite
     _placed, offering, wanted = _offering(a)
     if not offering:
         return
-    tolerated = [c for c in offering if not untolerated_taints(a.pod.spec, c)]
+    implied = a.implied_tolerations
+    tolerated = [c for c in offering if not untolerated_taints(a.pod.spec, c, implied)]
     if tolerated:
         return
     taints = {}
     for c in offering:
-        for t in untolerated_taints(a.pod.spec, c):
+        for t in untolerated_taints(a.pod.spec, c, implied):
             taints[(t.key, t.effect)] = t
     shown = ", ".join(f"{t.key}{'=' + t.value if t.value else ''}:{t.effect}" for t in taints.values())
     tols = [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in taints.values()]
