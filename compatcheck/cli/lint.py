@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from dataclasses import replace
 
 from compatcheck import __version__
 from compatcheck.cli.common import print_diagnostics, suggestion
-from compatcheck.core.config import Config
+from compatcheck.core.config import Config, RegistrySettings
 from compatcheck.core.model import Applicability, Severity
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
@@ -44,6 +46,42 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--release", metavar="NAME", default="release", help="helm release name (default: release)")
     p.add_argument("--namespace", metavar="NS", help="helm --namespace")
     p.add_argument("--kustomize", metavar="DIR", help="render with `kubectl kustomize DIR` and lint the result")
+    add_registry_options(p)
+
+
+def add_registry_options(p: argparse.ArgumentParser) -> None:
+    """Reading images' configs (the config file's registry: section sets the defaults)."""
+    g = p.add_argument_group("image configs (registry lookups)")
+    look = g.add_mutually_exclusive_group()
+    look.add_argument("--registry-lookups", dest="registry_lookups", action="store_true", default=None,
+                      help="read GPU containers' image configs (CUDA_VERSION, NVIDIA_REQUIRE_CUDA) from their "
+                           "registries, through the cache (default: registry.lookups in the config, else off)")
+    look.add_argument("--no-registry-lookups", dest="registry_lookups", action="store_false",
+                      help="no registry request and no cache (--image-facts files are still read)")
+    look.add_argument("--offline", action="store_true", help="use only the cache and --image-facts files")
+    g.add_argument("--image-facts", metavar="FILE", action="append", default=[],
+                   help="image facts made elsewhere: a `compatcheck images fetch -o` file, or IMAGE=FILE for an "
+                        "image config (skopeo inspect --config); repeatable")
+    g.add_argument("--registry-ca", metavar="FILE", help="CA bundle (PEM) added to the system's for registries")
+    g.add_argument("--platform", metavar="OS/ARCH", help="platform read from multi-platform images (default: "
+                                                         "registry.platform, auto: the GPU nodes' architecture)")
+
+
+def registry_settings(args: argparse.Namespace, settings: RegistrySettings) -> RegistrySettings:
+    """The config's registry settings with the command line's flags over them."""
+    if args.offline:
+        settings = replace(settings, offline=True)
+    elif args.registry_lookups is not None:
+        settings = replace(settings, lookups=args.registry_lookups, offline=False)
+    if args.registry_ca:
+        if not os.path.isfile(args.registry_ca):
+            raise CommandError(f"--registry-ca {args.registry_ca}: no such file")
+        settings = replace(settings, ca_file=args.registry_ca)
+    if args.platform:
+        if not re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?", args.platform):
+            raise CommandError(f"--platform {args.platform!r}: expected os/arch[/variant], e.g. linux/arm64")
+        settings = replace(settings, platform=args.platform)
+    return settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,10 +120,11 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
                 r + suggestion(r, loaded.ruleset.rules) for r in unknown))
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
+    config = replace(config, registry=registry_settings(args, config.registry))
     exclude = PathFilter().add(config.exclude, config.root or os.getcwd()).add(args.exclude, os.getcwd())
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
-                          config=config, exclude=exclude or None)
+                          config=config, image_facts=list(args.image_facts), exclude=exclude or None)
     return config, loaded, options, _render_input(args, options)
 
 

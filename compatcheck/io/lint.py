@@ -10,14 +10,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.checks.base import EvalContext, lookup_images
+from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
 from compatcheck.core.engine import evaluate
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.model import DuplicateKey, Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import known_kind_names, object_ref
 from compatcheck.io import baseline as baseline_mod
+from compatcheck.io import imagefacts
+from compatcheck.io.imagecache import ImageCache
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
@@ -46,6 +50,11 @@ class LintOptions:
     # Rendered files (helm template): maps a parsed file to the path findings should name.
     # (document, pointer, line in the rendered text) -> (file, line, column or None)
     source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
+    # Image configs: from registries (config registry.lookups, --registry-lookups), only the cache (--offline),
+    # and facts files made elsewhere (--image-facts FILE or IMAGE=FILE), which are read whatever the mode.
+    image_facts: list[str] = field(default_factory=list)
+    cache: ImageCache | None = None
+    lookup_stats: imagefacts.LookupStats | None = None
 
 
 _POD_KINDS = known_kind_names()
@@ -108,7 +117,45 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    return parsed, EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
+    ctx = EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
+    registry = options.config.registry
+    if registry.lookups or registry.offline or options.image_facts:
+        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
+    return parsed, ctx
+
+
+def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: LintOptions,
+                   report: LintReport) -> dict[str, RegistryFacts]:
+    """What the configs of the GPU containers' images say: from --image-facts files, the cache and, with lookups
+    on, their registries. Problems are notes (or errors, for an invalid --image-facts file)."""
+    wanted: dict[str, imagefacts.Where] = {}
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                for image, pointer in lookup_images(obj).items():
+                    if image not in wanted:
+                        path, line, _col = _where(doc, prefix + pointer, options)
+                        wanted[image] = imagefacts.Where(path, line)
+    files: list[imagefacts.FileEntry] = []
+    for spec in options.image_facts:
+        try:
+            files.extend(imagefacts.load_facts_file(spec))
+        except imagefacts.FactsFileError as exc:
+            report.add(exc.problems)
+    if not wanted:
+        return {}
+    settings = options.config.registry
+    archs = ({rec.placement_labels().get("kubernetes.io/arch", "") for c in cluster.classes if c.facts.has_gpu
+              for rec in c.members} - {""}) if cluster is not None else set()
+    platform = imagefacts.choose_platform(settings.platform, archs)
+    network = settings.lookups and not settings.offline
+    cache = options.cache
+    if cache is None and (settings.lookups or settings.offline):
+        cache = ImageCache(tag_ttl=settings.tag_ttl, max_entries=settings.cache_entries)
+    result = imagefacts.lookup(wanted, settings, platform=platform, files=files, cache=cache, network=network)
+    options.lookup_stats = result.stats
+    report.add(result.notes)
+    return result.facts
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,

@@ -15,7 +15,8 @@ def diagnostic_line(d: Diagnostic, color: bool = False) -> str:
     """``file:line: error|warning|info|note: message``: how a diagnostic reads, here and on the CLI's stderr."""
     where = f"{d.path}:{d.line}" if d.line else d.path
     label = "note" if d.kind == "note" else d.severity.value
-    return f"{where}: {_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{where}: {label}: {d.message}"
+    prefix = f"{where}: " if where else ""  # about no file (a registry, an image named on the command line)
+    return f"{prefix}{_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{prefix}{label}: {d.message}"
 
 
 def render(report: LintReport) -> str:
