@@ -4,6 +4,11 @@ This is the linter's only YAML reader for user files. It composes nodes with rua
 parser when available) and builds plain dicts/lists itself, recording where each mapping key and
 list item starts, so the engine can stay position-agnostic and findings can still point at lines.
 Bad input becomes a ``Diagnostic`` (one line, with the line number); nothing here raises to callers.
+
+Manifests are read as kubectl reads them (``resolve_plain``: go-yaml v2's YAML 1.1 scalars, keys as JSON strings,
+a duplicate key keeps the last value and is recorded); compatcheck's own files as YAML 1.2 (``resolve_core``,
+duplicate keys are errors). The lint passes ``wanted``: documents whose top-level kind cannot matter are found by
+a regular-expression scan between '---' lines and never composed (``parse_text``).
 """
 
 from __future__ import annotations
