@@ -18,6 +18,7 @@ from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
 from compatcheck.io.lint import LintedObject, LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from compatcheck.io.manifests import PathFilter
 from compatcheck.io.repo import repository_root
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
@@ -36,6 +37,9 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
                    help="extra rule directory: <dir>/*.yaml rules, <dir>/data/*.yaml tables (repeatable)")
     p.add_argument("--rule", metavar="ID", action="append", help="run only these rules (repeatable)")
     p.add_argument("--max-file-size", metavar="MIB", type=int, default=16, help="largest file read (MiB)")
+    p.add_argument("--exclude", metavar="PATTERN", action="append", default=[],
+                   help="leave out input paths matching this .gitignore-style pattern, relative to the working "
+                        "directory (repeatable; adds to the config file's exclude:)")
     p.add_argument("--helm-chart", metavar="DIR", help="render a chart with `helm template` and lint the result")
     p.add_argument("-f", "--values", metavar="FILE", action="append", default=[], help="helm values file (repeatable)")
     p.add_argument("--set", metavar="K=V", action="append", default=[], help="helm --set (repeatable)")
@@ -117,9 +121,10 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
     config = replace(config, registry=registry_settings(args, config.registry))
+    exclude = PathFilter().add(config.exclude, config.root or os.getcwd()).add(args.exclude, os.getcwd())
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
-                          config=config, image_facts=list(args.image_facts))
+                          config=config, image_facts=list(args.image_facts), exclude=exclude or None)
     return config, loaded, options, _render_input(args, options)
 
 
@@ -146,17 +151,18 @@ def lint_command(args: argparse.Namespace) -> int:
     if baseline_file:
         try:
             options.baseline = baseline_mod.load(baseline_file)
+            options.baseline_root = baseline_mod.root_of(baseline_file)
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
-    _require_input(args, report, texts)
+    _require_input(args, report, texts, options)
     report.docs_url = config.docs_url
     report.source_root = repository_root() or os.getcwd()
     report.tool_version = __version__
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
         with open(args.write_baseline, "w", encoding="utf-8") as fh:
-            fh.write(baseline_mod.dump(report.findings))
+            fh.write(baseline_mod.dump(report.findings, baseline_mod.root_of(args.write_baseline)))
         print(f"wrote {len(report.findings)} findings to {args.write_baseline}", file=sys.stderr)
         return EXIT_ERROR if report.errors else EXIT_OK
     _emit(args, report)
@@ -168,9 +174,13 @@ def lint_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None) -> None:
+def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None,
+                   options: LintOptions) -> None:
     """An empty input set is an error, not a silent pass: a CI job whose glob or directory matched nothing
-    would otherwise stay green forever."""
+    would otherwise stay green forever. Input that --exclude or exclude: left out on purpose is no such mistake
+    (pre-commit passing only excluded files)."""
+    if options.exclude is not None and options.exclude.hits:
+        return
     if texts is None and report.files == 0 and not report.errors:
         where = ", ".join(args.paths)
         raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
@@ -209,7 +219,7 @@ def fix_command(args: argparse.Namespace) -> int:
         raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
-    _require_input(args, report, None)
+    _require_input(args, report, None, options)
     print_diagnostics([*report.errors, *report.warnings])
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}

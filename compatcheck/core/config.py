@@ -136,6 +136,10 @@ class Config:
     allow_unsafe: frozenset[str] = frozenset()
     webhook: dict[str, str] = field(default_factory=dict)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
+    # Input paths to leave out (.gitignore patterns), relative to ``root``, the config file's directory, which
+    # exemption ``paths`` are relative to as well (None: no config file, the working directory).
+    exclude: tuple[str, ...] = ()
+    root: str | None = None
 
     def exempt(self, f: Finding, path: str | None) -> bool:
         return any(e.matches(f, path) for e in self.exemptions)

@@ -44,7 +44,7 @@ def locate(problems: list[Diagnostic]) -> list[Diagnostic]:
             out.append(p)
             continue
         if p.path not in docs:
-            parsed = read_file(p.path)
+            parsed = read_file(p.path, strict=True)
             docs[p.path] = parsed.documents[0] if len(parsed.documents) == 1 else None
         doc = docs[p.path]
         out.append(replace(p, line=doc.locate(p.pointer)[0]) if doc is not None else p)
@@ -55,7 +55,7 @@ def load_config(path: str | None) -> Config:
     """Parse and validate a config file (None = defaults). Raises ConfigError with every located problem."""
     if path is None:
         return Config()
-    parsed = read_file(path)
+    parsed = read_file(path, strict=True)
     problems = [replace(e, kind="config") for e in parsed.errors]
     if problems:
         raise ConfigError(problems)
@@ -103,6 +103,7 @@ def load_config(path: str | None) -> Config:
         fixes_disabled=frozenset(fixes.get("disabled", ())), allow_unsafe=frozenset(fixes.get("allowUnsafe", ())),
         webhook=dict(data.get("webhook") or {}),
         registry=registry_settings(data.get("registry") or {}, rel),
+        exclude=tuple(data.get("exclude") or ()), root=str(base),
     )
 
 

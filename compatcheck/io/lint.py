@@ -4,6 +4,7 @@ the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates an
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -12,12 +13,12 @@ from typing import Any
 from compatcheck.core.checks.base import EvalContext, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
-from compatcheck.core.crl import CrlIndex, claims_crl
+from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
-from compatcheck.core.model import Finding, SourceRef
+from compatcheck.core.model import DuplicateKey, Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import object_ref
+from compatcheck.core.workloads import known_kind_names, object_ref
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io import imagefacts
 from compatcheck.io.imagecache import ImageCache
@@ -26,6 +27,7 @@ from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
     ParsedFile,
+    PathFilter,
     expand_paths,
     iter_objects,
     parse_text,
@@ -42,6 +44,9 @@ class LintOptions:
     only: set[str] | None = None
     config: Config = field(default_factory=Config)
     baseline: Counter[baseline_mod.Key] | None = None
+    baseline_root: str | None = None  # the directory the baseline's file paths are relative to (its own)
+    # Input paths to leave out of directory walks (.gitignore-style patterns, see ``expand_paths``).
+    exclude: PathFilter | None = None
     # Rendered files (helm template): maps a parsed file to the path findings should name.
     # (document, pointer, line in the rendered text) -> (file, line, column or None)
     source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
@@ -50,6 +55,18 @@ class LintOptions:
     image_facts: list[str] = field(default_factory=list)
     cache: ImageCache | None = None
     lookup_stats: imagefacts.LookupStats | None = None
+
+
+_POD_KINDS = known_kind_names()
+
+
+def may_matter(kind: str, text: str) -> bool:
+    """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
+    (``compatcheck.core.workloads``), a List, or a ConfigMap that may be a cf-crl CRL. Every other document (CRDs,
+    dashboards in ConfigMaps, Services, RBAC) is skipped before the position-tracking parse."""
+    if kind in _POD_KINDS or kind.endswith("List"):
+        return True
+    return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
 
 
 @dataclass
@@ -64,7 +81,9 @@ class LintedObject:
 
 
 def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: LintReport,
-            texts: dict[str, str] | None = None) -> tuple[list[ParsedFile], EvalContext]:
+            texts: dict[str, str] | None = None, *, keep_text: bool = False) -> tuple[list[ParsedFile], EvalContext]:
+    """Read and parse every input (the files' texts are dropped unless ``keep_text``: memory then holds only the
+    documents that can matter), load the nodes and CRLs."""
     cluster = None
     if options.nodes:
         cluster, diagnostics = load_nodes(options.nodes, loaded.kb, options.max_bytes)
@@ -73,14 +92,19 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     if texts is not None:
         files = list(texts)
         for name, text in texts.items():
-            parsed.append(parse_text(name, text))
+            parsed.append(parse_text(name, text, wanted=may_matter))
     else:
-        files, errors = expand_paths(paths)
+        files, errors = expand_paths(paths, options.exclude)
         report.add(errors)
-        parsed = [read_file(f, options.max_bytes) for f in files]
+        for f in files:
+            pf = read_file(f, options.max_bytes, wanted=may_matter)
+            if not keep_text:
+                pf.text = None
+            parsed.append(pf)
     for pf in parsed:
         report.add(pf.errors)
         report.add(pf.notes)
+        report.skipped += pf.skipped
     report.files = len(files)
     crl_objects, crl_errors = load_crl_objects(options.crl, options.max_bytes) if options.crl else ([], [])
     report.add(crl_errors)
@@ -137,7 +161,7 @@ def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: L
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
              keep: list[LintedObject] | None = None) -> LintReport:
     report = LintReport()
-    parsed, ctx = prepare(paths, loaded, options, report, texts)
+    parsed, ctx = prepare(paths, loaded, options, report, texts, keep_text=keep is not None)
     only = options.only
     rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
     report.rules = list(rules)
@@ -147,7 +171,8 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
         for doc in pf.documents:
             for prefix, obj in iter_objects(doc):
                 report.objects += 1
-                result = evaluate(obj, rules, ctx, severities=config.severities)
+                result = evaluate(obj, rules, ctx, severities=config.severities,
+                                  duplicates=duplicates_in(doc, prefix))
                 located: list[Finding] = []
                 for finding in result.findings:
                     path, line, col = _where(doc, prefix + finding.pointer, options)
@@ -157,11 +182,20 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                     path, line, col = _where(doc, prefix + problem.pointer, options)
                     report.errors.append(replace(problem, path=path, line=line, column=col,
                                                  pointer=prefix + problem.pointer))
-                kept = _filter(located, obj, config, remaining, report, result.pods)
+                kept = _filter(located, obj, config, remaining, report, result.pods, options.baseline_root)
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
     return report
+
+
+def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:
+    """The document's duplicate keys inside the object at ``prefix``, with pointers relative to the object."""
+    if not doc.duplicates:
+        return []
+    if not prefix:
+        return doc.duplicates
+    return [replace(d, pointer=d.pointer[len(prefix):]) for d in doc.duplicates if d.pointer.startswith(prefix + "/")]
 
 
 def _path(doc: Document, options: LintOptions) -> str:
@@ -177,12 +211,20 @@ def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int,
     return doc.path, line, col
 
 
+def _config_relative(path: str, config: Config) -> str:
+    """A file's path as the config file's exemption ``paths`` see it: relative to the config file's directory, so
+    they apply wherever compatcheck runs from (the path as given without a config file, or for stdin)."""
+    if config.root is None or path == "-":
+        return path
+    return os.path.relpath(os.path.abspath(path), config.root)
+
+
 def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
             remaining: Counter[baseline_mod.Key] | None, report: LintReport,
-            pods: list[Any] | None = None) -> list[Finding]:
+            pods: list[Any] | None = None, baseline_root: str | None = None) -> list[Finding]:
     kept = []
     for f in findings:
-        if config.exempt(f, f.source.path if f.source else None):
+        if config.exempt(f, _config_relative(f.source.path, config) if f.source else None):
             report.suppressed.append(Silenced(f, "config", "exemption in " + (config.path or "config")))
         else:
             kept.append(f)
@@ -192,7 +234,7 @@ def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
     if remaining is not None:
         fresh = []
         for f in kept:
-            k = baseline_mod.key(f)
+            k = baseline_mod.key(f, baseline_root)
             if remaining[k] > 0:
                 remaining[k] -= 1
                 report.suppressed.append(Silenced(f, "baseline", "present in the baseline"))

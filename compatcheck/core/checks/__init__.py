@@ -71,5 +71,6 @@ def _load() -> None:
         hardware,
         meta,
         resources,
+        source,
         vgpu,
     )

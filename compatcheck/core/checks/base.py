@@ -42,7 +42,7 @@ from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
 from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
-from compatcheck.core.model import Applicability, Fix, PatchOp
+from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
@@ -503,10 +503,12 @@ def admits_projected(spec: JsonObject, cls: NodeClass) -> bool:
 
 @dataclass(frozen=True)
 class ObjectTarget:
-    """What object checks receive: the object and the pod targets the engine found in it."""
+    """What object checks receive: the object, the pod targets the engine found in it, and the keys its YAML
+    source wrote twice (the reader kept the last, as kubectl does; empty for JSON from the API server)."""
 
     obj: JsonObject
     pods: list[PodTarget]
+    duplicates: tuple[DuplicateKey, ...] = ()
 
 
 # ------------------------------------------------------------------ the check contract
