@@ -24,6 +24,9 @@ MODES = {
     "secret": ["--set", "tls.mode=secret", "--set", "tls.secretName=my-tls", "--set", "tls.caBundle=Q0FCVU5ETEU="],
     "no-live-view": ["--set", "clusterView.mode=none", "--set", "tls.mode=secret", "--set", "tls.caBundle=QUJD"],
     "url": ["--set", "webhook.url=https://127.0.0.1:8443"],
+    "registry": ["--set", "registry.pullSecret=corp-pull", "--set", "registry.caConfigMap=corp-ca",
+                 "--set", "registry.allow={registry.corp,*.corp.example,registry.corp:5000}",
+                 "--set", "registry.redirectHosts={blobs.corp.example}", "--set-json", "registry.budgetSeconds=0.25"],
 }
 CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor"}
 
@@ -109,7 +112,7 @@ def test_deployment_args_are_valid_cli_flags(helm: str, mode: str) -> None:
     ns = parser().parse_args(["webhook", "serve", *args])  # the Dockerfile's ENTRYPOINT + the chart's args
     assert ns.port == 8443 and ns.config == "/etc/compatcheck/config/config.yaml"
     assert ns.metrics_host == "0.0.0.0"  # Prometheus scrapes the pod IP; the server's default is the loopback
-    if mode in ("self-managed", "url"):
+    if mode in ("self-managed", "url", "registry"):
         assert ns.tls_secret == "cc-compatcheck-tls" and ns.validating_config == "cc-compatcheck"
         assert "cc-compatcheck.compatcheck.svc" in ns.tls_dns
     else:
@@ -293,6 +296,9 @@ def test_webhook_url_replaces_the_service(helm: str, url: str, host: str) -> Non
     (["--set", "webhook.url=http://hook.example.com"], "/webhook/url"),
     (["--set", "webhook.url=https://user@hook.example.com"], "/webhook/url"),
     (["--set", "webhook.url=https://hook.example.com/?q=1"], "/webhook/url"),
+    (["--set", "registry.allow={https://registry.corp/v2}"], "/registry/allow/0"),
+    (["--set", "registry.pullSecret=Corp_Pull"], "/registry/pullSecret"),
+    (["--set", "registry.budgetSeconds=0"], "/registry/budgetSeconds"),
 ])
 def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
     proc = subprocess.run([helm, "template", "cc", str(CHART), *args], capture_output=True, text=True)
@@ -468,3 +474,51 @@ def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> 
     for kind in ("ResourceClaim", "ResourceClaimTemplate"):
         (hook,) = _matching(cfg, {"apiVersion": "resource.k8s.io/v1", "kind": kind})
         assert hook["name"] == "resource-claims.validate.compatcheck.io" and "matchConditions" not in hook
+
+
+
+def test_registry_lookups_are_on_with_the_public_allowlist_and_no_credentials(helm: str) -> None:
+    from compatcheck.cli.entry import parser
+
+    (deploy,) = by_kind(template(helm), "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    ns = parser().parse_args(["webhook", "serve", *spec["containers"][0]["args"]])
+    assert ns.registry_lookups is True and ns.registry_budget == 0.15
+    assert ns.registry_allow is None and ns.registry_auth_file is None and ns.registry_ca is None
+    assert not any(v["name"].startswith("registry-") for v in spec["volumes"])
+    (off,) = by_kind(template(helm, "--set", "registry.lookups=false", "--set", "registry.pullSecret=corp-pull"),
+                     "Deployment")
+    off_spec = off["spec"]["template"]["spec"]
+    assert parser().parse_args(["webhook", "serve", *off_spec["containers"][0]["args"]]).registry_lookups is False
+    assert not any(v["name"].startswith("registry-") for v in off_spec["volumes"])
+
+
+def test_the_pull_secret_is_the_one_named_mounted_by_the_kubelet_and_no_rbac_reads_secrets(helm: str) -> None:
+    """Credentials for private registries come only from the Secret the values name, mounted read-only into the
+    pod: the kubelet reads it, so the webhook's ServiceAccount needs (and gets) no permission on it or any other
+    Secret besides its own TLS Secret (self-managed TLS)."""
+    from compatcheck.cli.entry import parser
+
+    objs = template(helm, *MODES["registry"])
+    (deploy,) = by_kind(objs, "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    ns = parser().parse_args(["webhook", "serve", *container["args"]])
+    assert ns.registry_allow == ["registry.corp", "*.corp.example", "registry.corp:5000"]
+    assert ns.registry_redirect_host == ["blobs.corp.example"] and ns.registry_budget == 0.25
+    assert ns.registry_auth_file == "/etc/compatcheck/registry-auth/config.json"
+    assert ns.registry_ca == "/etc/compatcheck/registry-ca/ca.crt"
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["registry-auth"]["secret"] == {"secretName": "corp-pull", "defaultMode": 0o400,
+                                                  "items": [{"key": ".dockerconfigjson", "path": "config.json"}]}
+    assert volumes["registry-ca"]["configMap"] == {"name": "corp-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["registry-auth"] == {"name": "registry-auth", "mountPath": "/etc/compatcheck/registry-auth",
+                                       "readOnly": True}
+    assert mounts["registry-ca"]["readOnly"] is True
+    secret_rules = [r for o in objs if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]
+                    if "secrets" in r["resources"]]
+    assert secret_rules == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cc-compatcheck-tls"],
+                             "verbs": ["get", "update"]}]
+    assert "corp-pull" not in json.dumps([o for o in objs if o["kind"] != "Deployment"])

@@ -75,7 +75,7 @@ def test_stdin(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "content", "message", "line"), [
     ("broken.yaml", "apiVersion: v1\nkind: Pod\nspec: {containers: [\n", "invalid YAML", 4),
-    ("dup.yaml", "apiVersion: v1\nkind: Pod\nkind: Pod\n", "duplicate key 'kind' (first defined on line 2)", 3),
+    ("nullkey.yaml", "apiVersion: v1\nkind: Pod\n~: x\n", "a null mapping key (kubectl cannot convert it to JSON)", 3),
     ("tabs.json", "{\n\t\"kind\": \"Pod\",\n\t\"apiVersion\": \"v1\",,\n}", "invalid JSON", 3),
     ("bin.yaml", b"\x00\x01\x02binary".decode("latin-1"), "binary file", None),
     ("version.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n"

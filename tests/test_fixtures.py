@@ -26,8 +26,9 @@ from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.kserve import build_runtime_index
-from compatcheck.core.model import Applicability, Finding
+from compatcheck.core.model import Applicability, DuplicateKey, Finding
 from compatcheck.core.patches import apply_fixes
+from compatcheck.io.lint import duplicates_in
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
 from tests.conftest import FIXTURES
@@ -42,9 +43,14 @@ UPDATE_GOLDENS = os.environ.get("COMPATCHECK_UPDATE_GOLDENS") == "1"
 
 
 def _objects(path: Path) -> list[dict]:
+    return [obj for obj, _dups in _objects_with_duplicates(path)]
+
+
+def _objects_with_duplicates(path: Path) -> list[tuple[dict, list[DuplicateKey]]]:
+    """The objects of a fixture, each with the duplicate keys the reader saw in it (yaml-duplicate-key)."""
     parsed = read_file(str(path))
     assert not parsed.errors, parsed.errors
-    return [obj for doc in parsed.documents for _p, obj in iter_objects(doc)]
+    return [(obj, duplicates_in(doc, p)) for doc in parsed.documents for p, obj in iter_objects(doc)]
 
 
 def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, Any]]) -> EvalContext:
@@ -71,10 +77,10 @@ def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, 
                          ids=[f"{c[0]}/{c[1]}.{c[2]}" for c in CASES if ONLY is None or c[0] == ONLY])
 def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path) -> None:
     rule = loaded.ruleset.get(rule_id)
-    objects = _objects(path)
-    ctx = _context(loaded, path.parent, case, objects)
+    objects = _objects_with_duplicates(path)
+    ctx = _context(loaded, path.parent, case, [obj for obj, _dups in objects])
     assert objects, f"{path} holds no Kubernetes object"
-    results = [evaluate(obj, [rule], ctx) for obj in objects]
+    results = [evaluate(obj, [rule], ctx, duplicates=dups) for obj, dups in objects]
     for r in results:
         assert not r.problems, r.problems
     findings = [f for r in results for f in r.findings]
@@ -90,7 +96,7 @@ def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path)
         return
     assert fixable, f"{fixed_path.name} exists but {rule_id} offered no fix"
     fixed_objects = []
-    for obj, r in zip(objects, results, strict=False):
+    for (obj, _dups), r in zip(objects, results, strict=False):
         new, _applied = apply_fixes(obj, r.findings, {Applicability.SAFE, Applicability.UNSAFE})
         fixed_objects.append(new)
     assert fixed_objects == _objects(fixed_path)

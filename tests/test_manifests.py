@@ -20,9 +20,16 @@ def test_escaped_pointer_tokens() -> None:
 
 
 def test_merge_keys_and_anchors() -> None:
-    text = "base: &b {image: x, env: [1]}\nc:\n  <<: *b\n  image: y\n"
+    text = "base: &b {image: x, env: [1]}\nc:\n  <<: *b\n  image: z\n"
     (doc,) = parse_text("p.yaml", text).documents
-    assert doc.data["c"] == {"image": "y", "env": [1]}
+    assert doc.data["c"] == {"image": "z", "env": [1]} and doc.duplicates == []
+
+
+def test_merge_keys_apply_where_they_stand_as_in_go_yaml_v2() -> None:
+    # go-yaml v2 (kubectl): a merge overrides the keys before it; of a list of mappings, the first wins.
+    text = "a: &a {x: 1, y0: 1}\nb: &b {x: 2, z: 2}\nc:\n  x: 0\n  <<: [*a, *b]\n"
+    (doc,) = parse_text("p.yaml", text).documents
+    assert doc.data["c"] == {"x": 1, "y0": 1, "z": 2} and doc.duplicates == []
 
 
 def test_alias_bomb_is_bounded() -> None:
@@ -51,6 +58,11 @@ def test_kind_list_and_non_objects() -> None:
     assert list(iter_objects(doc)) == []
 
 
-def test_yaml_12_core_scalars() -> None:
-    (doc,) = parse_text("s.yaml", "a: yes\nb: 010\nc: 0o10\nd: '1'\ne: 1.0\nf: ~\ng: 2024-01-01\n").documents
-    assert doc.data == {"a": "yes", "b": 10, "c": 8, "d": "1", "e": 1.0, "f": None, "g": "2024-01-01"}
+def test_scalars_resolve_as_kubectl_reads_them() -> None:
+    # go-yaml v2 (sigs.k8s.io/yaml): YAML 1.1 booleans in exactly three spellings, a leading 0 is octal, no
+    # sexagesimal numbers, timestamps stay strings; keys become JSON strings.
+    (doc,) = parse_text("s.yaml", "a: yes\nb: 010\nc: 0o10\nd: '1'\ne: 1.0\nf: ~\ng: 2024-01-01\nh: oN\n"
+                                  "i: 1:20\nj: 0b11\nk: 1_000\nl: 08\nm: Off\nn: y\non: 1\n0755: x\n").documents
+    assert doc.data == {"a": True, "b": 8, "c": 8, "d": "1", "e": 1.0, "f": None, "g": "2024-01-01", "h": "oN",
+                        "i": "1:20", "j": 3, "k": 1000, "l": 8.0, "m": False, "false": True, "true": 1,
+                        "493": "x"}

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from dataclasses import replace
 
 from compatcheck import __version__
 from compatcheck.cli.common import print_diagnostics, suggestion
-from compatcheck.core.config import Config
+from compatcheck.core.config import Config, RegistrySettings
 from compatcheck.core.model import Applicability, Severity
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io.config import find_config
 from compatcheck.io.lint import LintedObject, LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from compatcheck.io.manifests import PathFilter
 from compatcheck.io.repo import repository_root
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
@@ -34,12 +37,51 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
                    help="extra rule directory: <dir>/*.yaml rules, <dir>/data/*.yaml tables (repeatable)")
     p.add_argument("--rule", metavar="ID", action="append", help="run only these rules (repeatable)")
     p.add_argument("--max-file-size", metavar="MIB", type=int, default=16, help="largest file read (MiB)")
+    p.add_argument("--exclude", metavar="PATTERN", action="append", default=[],
+                   help="leave out input paths matching this .gitignore-style pattern, relative to the working "
+                        "directory (repeatable; adds to the config file's exclude:)")
     p.add_argument("--helm-chart", metavar="DIR", help="render a chart with `helm template` and lint the result")
     p.add_argument("-f", "--values", metavar="FILE", action="append", default=[], help="helm values file (repeatable)")
     p.add_argument("--set", metavar="K=V", action="append", default=[], help="helm --set (repeatable)")
     p.add_argument("--release", metavar="NAME", default="release", help="helm release name (default: release)")
     p.add_argument("--namespace", metavar="NS", help="helm --namespace")
     p.add_argument("--kustomize", metavar="DIR", help="render with `kubectl kustomize DIR` and lint the result")
+    add_registry_options(p)
+
+
+def add_registry_options(p: argparse.ArgumentParser) -> None:
+    """Reading images' configs (the config file's registry: section sets the defaults)."""
+    g = p.add_argument_group("image configs (registry lookups)")
+    look = g.add_mutually_exclusive_group()
+    look.add_argument("--registry-lookups", dest="registry_lookups", action="store_true", default=None,
+                      help="read GPU containers' image configs (CUDA_VERSION, NVIDIA_REQUIRE_CUDA) from their "
+                           "registries, through the cache (default: registry.lookups in the config, else off)")
+    look.add_argument("--no-registry-lookups", dest="registry_lookups", action="store_false",
+                      help="no registry request and no cache (--image-facts files are still read)")
+    look.add_argument("--offline", action="store_true", help="use only the cache and --image-facts files")
+    g.add_argument("--image-facts", metavar="FILE", action="append", default=[],
+                   help="image facts made elsewhere: a `compatcheck images fetch -o` file, or IMAGE=FILE for an "
+                        "image config (skopeo inspect --config); repeatable")
+    g.add_argument("--registry-ca", metavar="FILE", help="CA bundle (PEM) added to the system's for registries")
+    g.add_argument("--platform", metavar="OS/ARCH", help="platform read from multi-platform images (default: "
+                                                         "registry.platform, auto: the GPU nodes' architecture)")
+
+
+def registry_settings(args: argparse.Namespace, settings: RegistrySettings) -> RegistrySettings:
+    """The config's registry settings with the command line's flags over them."""
+    if args.offline:
+        settings = replace(settings, offline=True)
+    elif args.registry_lookups is not None:
+        settings = replace(settings, lookups=args.registry_lookups, offline=False)
+    if args.registry_ca:
+        if not os.path.isfile(args.registry_ca):
+            raise CommandError(f"--registry-ca {args.registry_ca}: no such file")
+        settings = replace(settings, ca_file=args.registry_ca)
+    if args.platform:
+        if not re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?", args.platform):
+            raise CommandError(f"--platform {args.platform!r}: expected os/arch[/variant], e.g. linux/arm64")
+        settings = replace(settings, platform=args.platform)
+    return settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,9 +120,11 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
                 r + suggestion(r, loaded.ruleset.rules) for r in unknown))
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
+    config = replace(config, registry=registry_settings(args, config.registry))
+    exclude = PathFilter().add(config.exclude, config.root or os.getcwd()).add(args.exclude, os.getcwd())
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
-                          config=config)
+                          config=config, image_facts=list(args.image_facts), exclude=exclude or None)
     return config, loaded, options, _render_input(args, options)
 
 
@@ -107,17 +151,18 @@ def lint_command(args: argparse.Namespace) -> int:
     if baseline_file:
         try:
             options.baseline = baseline_mod.load(baseline_file)
+            options.baseline_root = baseline_mod.root_of(baseline_file)
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
     report = run_lint(args.paths, loaded, options, texts=texts)
-    _require_input(args, report, texts)
+    _require_input(args, report, texts, options)
     report.docs_url = config.docs_url
     report.source_root = repository_root() or os.getcwd()
     report.tool_version = __version__
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
         with open(args.write_baseline, "w", encoding="utf-8") as fh:
-            fh.write(baseline_mod.dump(report.findings))
+            fh.write(baseline_mod.dump(report.findings, baseline_mod.root_of(args.write_baseline)))
         print(f"wrote {len(report.findings)} findings to {args.write_baseline}", file=sys.stderr)
         return EXIT_ERROR if report.errors else EXIT_OK
     _emit(args, report)
@@ -129,9 +174,13 @@ def lint_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None) -> None:
+def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None,
+                   options: LintOptions) -> None:
     """An empty input set is an error, not a silent pass: a CI job whose glob or directory matched nothing
-    would otherwise stay green forever."""
+    would otherwise stay green forever. Input that --exclude or exclude: left out on purpose is no such mistake
+    (pre-commit passing only excluded files)."""
+    if options.exclude is not None and options.exclude.hits:
+        return
     if texts is None and report.files == 0 and not report.errors:
         where = ", ".join(args.paths)
         raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
@@ -170,7 +219,7 @@ def fix_command(args: argparse.Namespace) -> int:
         raise CommandError("fix works on files; rendered --helm-chart/--kustomize output has no file to write back")
     keep: list[LintedObject] = []
     report = run_lint(args.paths, loaded, options, keep=keep)
-    _require_input(args, report, None)
+    _require_input(args, report, None, options)
     print_diagnostics([*report.errors, *report.warnings])
     allow = {Applicability.SAFE} | ({Applicability.UNSAFE} if args.unsafe_fixes else set())
     by_file: dict[str, list[LintedObject]] = {}

@@ -72,6 +72,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--max-staleness", type=float, default=300.0, metavar="SECONDS",
                        help="live view: /readyz fails once the view has been unable to follow the API server this "
                             "long (it keeps answering from the last good view meanwhile); 0 never fails it")
+    reg = serve.add_argument_group("image configs at admission (the config's registry: section sets defaults)")
+    look = reg.add_mutually_exclusive_group()
+    look.add_argument("--registry-lookups", dest="registry_lookups", action="store_true", default=None,
+                      help="read GPU containers' image configs from allowlisted registries (chart default: on)")
+    look.add_argument("--no-registry-lookups", dest="registry_lookups", action="store_false")
+    reg.add_argument("--registry-allow", metavar="HOST", action="append", default=None,
+                     help="registry host lookups may go to (exact, *.domain; repeatable; replaces the default "
+                          "public list: docker.io, ghcr.io, nvcr.io, quay.io, registry.k8s.io, public.ecr.aws)")
+    reg.add_argument("--registry-redirect-host", metavar="HOST", action="append", default=None,
+                     help="host registries may send lookups to for tokens and blobs (repeatable; replaces the "
+                          "built-in CDN and auth hosts)")
+    reg.add_argument("--registry-budget", type=seconds, metavar="SECONDS", default=None,
+                     help="longest an admission request waits for lookups (default 0.15); the rest finish in the "
+                          "background for the next request")
+    reg.add_argument("--registry-ca", metavar="FILE", help="CA bundle (PEM) added to the system's for registries")
+    reg.add_argument("--registry-auth-file", metavar="FILE",
+                     help="docker config.json with registry credentials (the chart mounts its pull Secret here)")
     serve.add_argument("--reload-interval", type=float, default=10.0, help="certificate file poll (seconds)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(handler=f"{RUN}:serve_command")

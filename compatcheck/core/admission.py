@@ -211,7 +211,8 @@ class EvaluationCache:
         self.size = size
         self._ctx: EvalContext | None = None
         self._severities: dict[str, Severity] | None = None
-        self._data: OrderedDict[tuple[tuple[str, ...], bool, bytes], Evaluated] = OrderedDict()
+        self._data: OrderedDict[tuple[tuple[str, ...], bool, bytes, tuple[tuple[str, str], ...]], Evaluated] = (
+            OrderedDict())
         self.hits = self.misses = 0
 
     @staticmethod
@@ -231,10 +232,11 @@ class EvaluationCache:
     def evaluate(self, obj: JsonObject, ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
                  severities: dict[str, Severity], suppressions: bool) -> Evaluated:
         """The evaluation of ``obj`` (whose reference is ``ref``), from the cache when an equal object was seen."""
-        if ctx is not self._ctx or severities is not self._severities:  # a new snapshot or config
+        if ctx.root is not self._ctx or severities is not self._severities:  # a new snapshot or config
             self._data.clear()
-            self._ctx, self._severities = ctx, severities
-        k = (rules.signature, suppressions, self.key(obj))
+            self._ctx, self._severities = ctx.root, severities
+        # The image configs this evaluation may read (none without registry lookups) are part of the key.
+        k = (rules.signature, suppressions, self.key(obj), ctx.registry_key())
         cached = self._data.get(k)
         if cached is None:
             self.misses += 1

@@ -75,6 +75,47 @@ def glob_match(path: str, pattern: str) -> bool:
     return re.fullmatch(regex, norm) is not None or re.fullmatch(regex, path) is not None
 
 
+# The registries the webhook reads image configs from unless the config names others: a pod spec must not be able
+# to make the webhook send requests to arbitrary hosts (SSRF). The linter reads from any registry by default: it
+# reads the manifests its user asked it to read.
+PUBLIC_REGISTRIES = ("docker.io", "registry-1.docker.io", "ghcr.io", "nvcr.io", "quay.io", "registry.k8s.io",
+                     "public.ecr.aws")
+# Hosts those registries send clients to for tokens and blobs (auth services, CDNs); requests go there only after
+# the registry itself named them. registry.k8s.io redirects to Artifact Registry, whose blobs live on Google
+# Cloud Storage; public.ecr.aws to CloudFront; Quay to its CDN and S3.
+PUBLIC_REDIRECT_HOSTS = ("auth.docker.io", "production.cloudflare.docker.com", "pkg-containers.githubusercontent.com",
+                         "authn.nvidia.com", "*.pkg.dev", "storage.googleapis.com", "*.cloudfront.net",
+                         "cdn.quay.io", "cdn01.quay.io", "cdn02.quay.io", "cdn03.quay.io",
+                         "quay-registry.s3.amazonaws.com", "*.s3.amazonaws.com", "*.r2.cloudflarestorage.com")
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """``registry:`` in ``.compatcheck.yaml``: reading image configs from registries. See the README's "Reading the
+    image itself" for the reasons behind each default."""
+
+    lookups: bool = False  # lint: opt-in (--registry-lookups); the chart turns it on for the webhook
+    offline: bool = False  # only the cache (and --image-facts files): no request at all
+    allow: tuple[str, ...] | None = None  # None: any registry in lint, PUBLIC_REGISTRIES in the webhook
+    redirect_hosts: tuple[str, ...] = PUBLIC_REDIRECT_HOSTS
+    platform: str = "auto"  # auto: the GPU nodes' kubernetes.io/arch when they agree, else linux/amd64
+    timeout: float = 5.0  # seconds, one request
+    budget: float = 20.0  # seconds, every lookup of one lint run together
+    webhook_budget: float = 0.15  # seconds an admission request may wait for lookups
+    ca_file: str | None = None  # a CA bundle added to the system's, for private registries
+    auth_file: str | None = None  # a docker config.json (default: $DOCKER_CONFIG or ~/.docker/config.json)
+    max_manifest_bytes: int = 4 * 1024 * 1024
+    max_config_bytes: int = 2 * 1024 * 1024
+    tag_ttl: float = 24 * 3600.0  # seconds a tag -> digest entry is trusted (the webhook's memory cache too)
+    cache_entries: int = 5000  # on-disk cache entries (lint) / in-memory images (webhook)
+    concurrency: int = 8  # lookups at once
+
+    def allowed(self, webhook: bool) -> tuple[str, ...]:
+        if self.allow is not None:
+            return self.allow
+        return PUBLIC_REGISTRIES if webhook else ("*",)
+
+
 @dataclass(frozen=True)
 class Config:
     path: str | None = None
@@ -94,6 +135,11 @@ class Config:
     fixes_disabled: frozenset[str] = frozenset()
     allow_unsafe: frozenset[str] = frozenset()
     webhook: dict[str, str] = field(default_factory=dict)
+    registry: RegistrySettings = field(default_factory=RegistrySettings)
+    # Input paths to leave out (.gitignore patterns), relative to ``root``, the config file's directory, which
+    # exemption ``paths`` are relative to as well (None: no config file, the working directory).
+    exclude: tuple[str, ...] = ()
+    root: str | None = None
 
     def exempt(self, f: Finding, path: str | None) -> bool:
         return any(e.matches(f, path) for e in self.exemptions)

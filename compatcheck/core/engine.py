@@ -9,13 +9,13 @@ diagnostic naming the rule, never a crash.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.kserve import resolve_predictors
-from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
+from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
 
@@ -31,8 +31,9 @@ class EvalResult:
 
 
 def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
-             severities: dict[str, Severity] | None = None) -> EvalResult:
-    """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared."""
+             severities: dict[str, Severity] | None = None, duplicates: Sequence[DuplicateKey] = ()) -> EvalResult:
+    """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared.
+    ``duplicates``: the keys the YAML reader saw twice in ``obj`` (it kept the last, as kubectl does)."""
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
@@ -40,7 +41,7 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     ref = object_ref(obj)
     sev = severities or {}
     seen_problems: set[tuple[str, str]] = set()
-    target = ObjectTarget(obj, pods)
+    target = ObjectTarget(obj, pods, tuple(duplicates))
     for rule in rules.object_rules:
         _collect(rule, _run(rule, target, ctx, result), result, ref, sev, seen_problems)
     if not pods:

@@ -34,6 +34,12 @@ class ImageRef:
         return f"{self.registry}/{self.repository}"
 
 
+def canonical(ref: ImageRef) -> str:
+    """The reference spelt out: ``docker.io/library/ubuntu:latest`` for ``ubuntu``, ``name@digest`` when it has a
+    digest (the digest decides; a tag beside it is only a label)."""
+    return f"{ref.name}@{ref.digest}" if ref.digest else f"{ref.name}:{ref.tag or 'latest'}"
+
+
 def parse_reference(text: str) -> ImageRef | None:
     """An image reference split as Docker does; None when it is not one (a template placeholder, spaces)."""
     m = _REFERENCE.match(text.strip())

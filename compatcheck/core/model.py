@@ -101,6 +101,17 @@ class Finding:
                        self.source)
 
 
+@dataclass(frozen=True, slots=True)
+class DuplicateKey:
+    """A key written twice in one YAML mapping of a manifest. kubectl (and the API server, which reads YAML the
+    same way) keeps the last value; the reader does too, and records the duplicate for ``yaml-duplicate-key``."""
+
+    pointer: str  # RFC 6901, of the key (and the value kept), inside the document
+    key: str
+    first_line: int
+    line: int  # of the occurrence that was kept
+
+
 # Where a diagnostic comes from. "input": a manifest or admitted object that cannot be read or understood (or a
 # value inside it, such as an unreadable version annotation); "rules", "config", "nodes", "crl", "baseline": an
 # invalid file of that kind; "internal": a check raised (a bug, answered by the webhook's failure mode); "note":

@@ -20,17 +20,26 @@ from compatcheck.io.manifests import parse_text
 Key = tuple[str, str, str, str, str, str]
 
 
-def _norm(path: str) -> str:
+def _norm(path: str, root: str | None = None) -> str:
+    if root is not None and path != "-":
+        return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
     return os.path.normpath(os.path.relpath(path)) if os.path.isabs(path) else os.path.normpath(path)
 
 
-def key(f: Finding) -> Key:
-    return (f.rule_id, _norm(f.source.path) if f.source else "", f.obj.kind or "",
+def root_of(baseline_path: str) -> str:
+    """The directory a baseline's file paths are relative to: the baseline file's own, so that it matches from
+    any working directory."""
+    return os.path.dirname(os.path.abspath(baseline_path))
+
+
+def key(f: Finding, root: str | None = None) -> Key:
+    """A finding's identity; its file relative to ``root`` (a baseline's directory), else as given."""
+    return (f.rule_id, _norm(f.source.path, root) if f.source else "", f.obj.kind or "",
             f"{f.obj.namespace or ''}/{f.obj.name or ''}", f.container or "", f.pointer)
 
 
-def dump(findings: list[Finding]) -> str:
-    entries = sorted(key(f) for f in findings)
+def dump(findings: list[Finding], root: str | None = None) -> str:
+    entries = sorted(key(f, root) for f in findings)
     data = {"version": 1, "findings": [
         {"rule": r, "file": p, "kind": k, "object": o, "container": c, "pointer": ptr}
         for r, p, k, o, c, ptr in entries]}

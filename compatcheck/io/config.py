@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption
+from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption, RegistrySettings
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.rules import schema_problems
 from compatcheck.io.loader import packaged_schema
@@ -44,7 +44,7 @@ def locate(problems: list[Diagnostic]) -> list[Diagnostic]:
             out.append(p)
             continue
         if p.path not in docs:
-            parsed = read_file(p.path)
+            parsed = read_file(p.path, strict=True)
             docs[p.path] = parsed.documents[0] if len(parsed.documents) == 1 else None
         doc = docs[p.path]
         out.append(replace(p, line=doc.locate(p.pointer)[0]) if doc is not None else p)
@@ -55,7 +55,7 @@ def load_config(path: str | None) -> Config:
     """Parse and validate a config file (None = defaults). Raises ConfigError with every located problem."""
     if path is None:
         return Config()
-    parsed = read_file(path)
+    parsed = read_file(path, strict=True)
     problems = [replace(e, kind="config") for e in parsed.errors]
     if problems:
         raise ConfigError(problems)
@@ -102,4 +102,28 @@ def load_config(path: str | None) -> Config:
         fixes_enabled=frozenset(fixes["enabled"]) if "enabled" in fixes else None,
         fixes_disabled=frozenset(fixes.get("disabled", ())), allow_unsafe=frozenset(fixes.get("allowUnsafe", ())),
         webhook=dict(data.get("webhook") or {}),
+        registry=registry_settings(data.get("registry") or {}, rel),
+        exclude=tuple(data.get("exclude") or ()), root=str(base),
     )
+
+
+def registry_settings(data: dict[str, Any], rel: Any = None) -> RegistrySettings:
+    """The ``registry:`` section (schema-valid) as settings; paths relative to the config file."""
+    d = RegistrySettings()
+
+    def path(key: str) -> str | None:
+        value = data.get(key)
+        return (rel(value) if rel else value) if value else None
+
+    return RegistrySettings(
+        lookups=bool(data.get("lookups", d.lookups)), offline=bool(data.get("offline", d.offline)),
+        allow=tuple(data["allow"]) if "allow" in data else None,
+        redirect_hosts=tuple(data.get("redirectHosts", d.redirect_hosts)), platform=data.get("platform", d.platform),
+        timeout=float(data.get("timeoutSeconds", d.timeout)), budget=float(data.get("budgetSeconds", d.budget)),
+        webhook_budget=float(data.get("webhookBudgetSeconds", d.webhook_budget)),
+        ca_file=path("caFile"), auth_file=path("authFile"),
+        max_manifest_bytes=int(data.get("maxManifestBytes", d.max_manifest_bytes)),
+        max_config_bytes=int(data.get("maxConfigBytes", d.max_config_bytes)),
+        tag_ttl=float(data.get("tagTtlSeconds", d.tag_ttl)),
+        cache_entries=int(data.get("cacheEntries", d.cache_entries)),
+        concurrency=int(data.get("concurrency", d.concurrency)))

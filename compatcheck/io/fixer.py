@@ -106,7 +106,12 @@ def fix_file(path: str, text: str, objects: Iterable[LintedObject], allow: set[A
     try:
         docs = list(yaml.load_all(text))
     except Exception as exc:  # the linter parsed it; ruamel's round-trip loader may still disagree
-        result.skipped.extend((f, f"cannot round-trip the file: {exc}") for v in per_doc.values() for _p, f in v)
+        # A duplicate key (yaml-duplicate-key) stops ruamel's round-trip loader, which could only keep the first
+        # value where kubectl keeps the last: no fix is written into such a file.
+        why = ("a key is written twice in it (yaml-duplicate-key): remove the duplicate first"
+               if type(exc).__name__ == "DuplicateKeyError" else
+               "cannot round-trip the file: " + (str(exc).splitlines() or [type(exc).__name__])[0])
+        result.skipped.extend((f, why) for v in per_doc.values() for _p, f in v)
         return result
     changed: set[int] = set()
     quote = '"' if text.count('"') >= text.count("'") else "'"

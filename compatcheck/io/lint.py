@@ -4,27 +4,34 @@ the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates an
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.checks.base import EvalContext, lookup_images
+from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
-from compatcheck.core.crl import CrlIndex, claims_crl
+from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
+from compatcheck.core.dra import KINDS as DRA_KINDS
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
-from compatcheck.core.model import Finding, SourceRef
+from compatcheck.core.model import DuplicateKey, Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import object_ref
+from compatcheck.core.workloads import known_kind_names, object_ref
 from compatcheck.io import baseline as baseline_mod
+from compatcheck.io import imagefacts
+from compatcheck.io.imagecache import ImageCache
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
     ParsedFile,
+    PathFilter,
     expand_paths,
     iter_objects,
     parse_text,
@@ -41,9 +48,32 @@ class LintOptions:
     only: set[str] | None = None
     config: Config = field(default_factory=Config)
     baseline: Counter[baseline_mod.Key] | None = None
+    baseline_root: str | None = None  # the directory the baseline's file paths are relative to (its own)
+    # Input paths to leave out of directory walks (.gitignore-style patterns, see ``expand_paths``).
+    exclude: PathFilter | None = None
     # Rendered files (helm template): maps a parsed file to the path findings should name.
     # (document, pointer, line in the rendered text) -> (file, line, column or None)
     source_map: Callable[[Document, str, int], tuple[str, int, int | None]] | None = None
+    # Image configs: from registries (config registry.lookups, --registry-lookups), only the cache (--offline),
+    # and facts files made elsewhere (--image-facts FILE or IMAGE=FILE), which are read whatever the mode.
+    image_facts: list[str] = field(default_factory=list)
+    cache: ImageCache | None = None
+    lookup_stats: imagefacts.LookupStats | None = None
+
+
+# Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
+# templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
+_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS)
+
+
+def may_matter(kind: str, text: str) -> bool:
+    """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
+    (``compatcheck.core.workloads``) or that they read (DRA claims, templates and classes), a List, or a ConfigMap
+    that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is skipped before
+    the position-tracking parse."""
+    if kind in _POD_KINDS or kind.endswith("List"):
+        return True
+    return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
 
 
 @dataclass
@@ -58,7 +88,9 @@ class LintedObject:
 
 
 def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: LintReport,
-            texts: dict[str, str] | None = None) -> tuple[list[ParsedFile], EvalContext]:
+            texts: dict[str, str] | None = None, *, keep_text: bool = False) -> tuple[list[ParsedFile], EvalContext]:
+    """Read and parse every input (the files' texts are dropped unless ``keep_text``: memory then holds only the
+    documents that can matter), load the nodes and CRLs."""
     cluster = None
     if options.nodes:
         cluster, diagnostics = load_nodes(options.nodes, loaded.kb, options.max_bytes)
@@ -67,14 +99,19 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     if texts is not None:
         files = list(texts)
         for name, text in texts.items():
-            parsed.append(parse_text(name, text))
+            parsed.append(parse_text(name, text, wanted=may_matter))
     else:
-        files, errors = expand_paths(paths)
+        files, errors = expand_paths(paths, options.exclude)
         report.add(errors)
-        parsed = [read_file(f, options.max_bytes) for f in files]
+        for f in files:
+            pf = read_file(f, options.max_bytes, wanted=may_matter)
+            if not keep_text:
+                pf.text = None
+            parsed.append(pf)
     for pf in parsed:
         report.add(pf.errors)
         report.add(pf.notes)
+        report.skipped += pf.skipped
     report.files = len(files)
     crl_objects, crl_errors = load_crl_objects(options.crl, options.max_bytes) if options.crl else ([], [])
     report.add(crl_errors)
@@ -92,14 +129,52 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
-    return parsed, EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
-                               admission_plugins=options.config.admission_plugins)
+    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
+                      admission_plugins=options.config.admission_plugins)
+    registry = options.config.registry
+    if registry.lookups or registry.offline or options.image_facts:
+        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
+    return parsed, ctx
+
+
+def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: LintOptions,
+                   report: LintReport) -> dict[str, RegistryFacts]:
+    """What the configs of the GPU containers' images say: from --image-facts files, the cache and, with lookups
+    on, their registries. Problems are notes (or errors, for an invalid --image-facts file)."""
+    wanted: dict[str, imagefacts.Where] = {}
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                for image, pointer in lookup_images(obj).items():
+                    if image not in wanted:
+                        path, line, _col = _where(doc, prefix + pointer, options)
+                        wanted[image] = imagefacts.Where(path, line)
+    files: list[imagefacts.FileEntry] = []
+    for spec in options.image_facts:
+        try:
+            files.extend(imagefacts.load_facts_file(spec))
+        except imagefacts.FactsFileError as exc:
+            report.add(exc.problems)
+    if not wanted:
+        return {}
+    settings = options.config.registry
+    archs = ({rec.placement_labels().get("kubernetes.io/arch", "") for c in cluster.classes if c.facts.has_gpu
+              for rec in c.members} - {""}) if cluster is not None else set()
+    platform = imagefacts.choose_platform(settings.platform, archs)
+    network = settings.lookups and not settings.offline
+    cache = options.cache
+    if cache is None and (settings.lookups or settings.offline):
+        cache = ImageCache(tag_ttl=settings.tag_ttl, max_entries=settings.cache_entries)
+    result = imagefacts.lookup(wanted, settings, platform=platform, files=files, cache=cache, network=network)
+    options.lookup_stats = result.stats
+    report.add(result.notes)
+    return result.facts
 
 
 def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: dict[str, str] | None = None,
              keep: list[LintedObject] | None = None) -> LintReport:
     report = LintReport()
-    parsed, ctx = prepare(paths, loaded, options, report, texts)
+    parsed, ctx = prepare(paths, loaded, options, report, texts, keep_text=keep is not None)
     only = options.only
     rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
     report.rules = list(rules)
@@ -109,7 +184,8 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
         for doc in pf.documents:
             for prefix, obj in iter_objects(doc):
                 report.objects += 1
-                result = evaluate(obj, rules, ctx, severities=config.severities)
+                result = evaluate(obj, rules, ctx, severities=config.severities,
+                                  duplicates=duplicates_in(doc, prefix))
                 located: list[Finding] = []
                 for finding in result.findings:
                     path, line, col = _where(doc, prefix + finding.pointer, options)
@@ -118,11 +194,20 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
                     report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
-                kept = _filter(located, obj, config, remaining, report, result.pods)
+                kept = _filter(located, obj, config, remaining, report, result.pods, options.baseline_root)
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
     return report
+
+
+def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:
+    """The document's duplicate keys inside the object at ``prefix``, with pointers relative to the object."""
+    if not doc.duplicates:
+        return []
+    if not prefix:
+        return doc.duplicates
+    return [replace(d, pointer=d.pointer[len(prefix):]) for d in doc.duplicates if d.pointer.startswith(prefix + "/")]
 
 
 def _path(doc: Document, options: LintOptions) -> str:
@@ -138,12 +223,20 @@ def _where(doc: Document, pointer: str, options: LintOptions) -> tuple[str, int,
     return doc.path, line, col
 
 
+def _config_relative(path: str, config: Config) -> str:
+    """A file's path as the config file's exemption ``paths`` see it: relative to the config file's directory, so
+    they apply wherever compatcheck runs from (the path as given without a config file, or for stdin)."""
+    if config.root is None or path == "-":
+        return path
+    return os.path.relpath(os.path.abspath(path), config.root)
+
+
 def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
             remaining: Counter[baseline_mod.Key] | None, report: LintReport,
-            pods: list[Any] | None = None) -> list[Finding]:
+            pods: list[Any] | None = None, baseline_root: str | None = None) -> list[Finding]:
     kept = []
     for f in findings:
-        if config.exempt(f, f.source.path if f.source else None):
+        if config.exempt(f, _config_relative(f.source.path, config) if f.source else None):
             report.suppressed.append(Silenced(f, "config", "exemption in " + (config.path or "config")))
         else:
             kept.append(f)
@@ -153,7 +246,7 @@ def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
     if remaining is not None:
         fresh = []
         for f in kept:
-            k = baseline_mod.key(f)
+            k = baseline_mod.key(f, baseline_root)
             if remaining[k] > 0:
                 remaining[k] -= 1
                 report.suppressed.append(Silenced(f, "baseline", "present in the baseline"))

@@ -78,7 +78,7 @@ def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False)
         data: dict[str, Any] = docs[0]
         data["__doc__"] = None
         return data
-    parsed = read_file(str(path))
+    parsed = read_file(str(path), strict=True)
     problems.extend(replace(err, kind="rules") for err in parsed.errors)
     if parsed.errors:
         return None
@@ -310,7 +310,7 @@ class _Lines:
 
     def line(self, index: int, pointer: str) -> int | None:
         if self._docs is None:
-            self._docs = parse_text(self.path, self.text).documents
+            self._docs = parse_text(self.path, self.text, strict=True).documents  # read as load_data read it
         return self._docs[index].locate(pointer)[0] if index < len(self._docs) else None
 
 

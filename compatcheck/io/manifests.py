@@ -4,6 +4,11 @@ This is the linter's only YAML reader for user files. It composes nodes with rua
 parser when available) and builds plain dicts/lists itself, recording where each mapping key and
 list item starts, so the engine can stay position-agnostic and findings can still point at lines.
 Bad input becomes a ``Diagnostic`` (one line, with the line number); nothing here raises to callers.
+
+Manifests are read as kubectl reads them (``resolve_plain``: go-yaml v2's YAML 1.1 scalars, keys as JSON strings,
+a duplicate key keeps the last value and is recorded); compatcheck's own files as YAML 1.2 (``resolve_core``,
+duplicate keys are errors). The lint passes ``wanted``: documents whose top-level kind cannot matter are found by
+a regular-expression scan between '---' lines and never composed (``parse_text``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +28,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import BaseResolver
 from ruamel.yaml.tag import Tag
 
-from compatcheck.core.model import Diagnostic, Severity
-from compatcheck.core.pointers import split_pointer
+from compatcheck.core.model import Diagnostic, DuplicateKey, Severity
+from compatcheck.core.pointers import escape_token, split_pointer
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 # Alias expansion ("billion laughs") is bounded per document.
@@ -43,6 +48,7 @@ class Document:
     data: Any
     line: int
     positions: dict[int, dict[Any, Position]] = field(default_factory=dict, repr=False)
+    duplicates: list[DuplicateKey] = field(default_factory=list)
 
     def locate(self, pointer: str) -> Position:
         """Line/column of the deepest existing node on ``pointer`` (missing tails map to their parent)."""
@@ -73,15 +79,23 @@ class ParsedFile:
     errors: list[Diagnostic]
     notes: list[Diagnostic]  # severity info, kind "note": what was skipped on purpose
     text: str | None = None
+    skipped: int = 0  # documents whose kind cannot matter, skipped unparsed (see ``parse_text``'s ``wanted``)
 
 
 class _DocumentBuilder:
-    """Turns composed nodes into Python values, recording positions and rejecting duplicate keys."""
+    """Turns composed nodes into Python values as kubectl reads them, recording positions. A duplicate key keeps
+    the last value, as kubectl and the API server do, and is recorded (``strict``: rejected)."""
 
-    def __init__(self, *, track_positions: bool = True) -> None:
+    def __init__(self, *, track_positions: bool = True, strict: bool = False, line_offset: int = 0) -> None:
         self.positions: dict[int, dict[Any, Position]] = {}
+        self.base = line_offset + 1  # a mark's 0-based line + base = the line in the file
         self.track = track_positions
+        # compatcheck's own files (``strict``): YAML 1.2 scalars and duplicate keys are errors; manifests: scalars as
+        # kubectl reads them and duplicate keys recorded.
+        self.strict = strict
+        self.resolve = resolve_core if strict else resolve_plain
         self.budget = MAX_NODES_PER_DOCUMENT
+        self.duplicates: list[tuple[dict[str, Any], str, int, int]] = []  # (mapping, key, first line, last line)
 
     def build(self, node: Node) -> Any:
         self.budget -= 1
@@ -94,8 +108,10 @@ class _DocumentBuilder:
                 return [self.build(child) for child in node.value]
             items: list[Any] = []
             table: dict[Any, Position] = {}
+            base = self.base
             for i, child in enumerate(node.value):
-                table[i] = _mark(child)
+                mark = child.start_mark
+                table[i] = (mark.line + base, mark.column + 1)
                 items.append(self.build(child))
             self.positions[id(items)] = table
             return items
@@ -103,54 +119,66 @@ class _DocumentBuilder:
             return self._mapping(node)
         raise _BuildError(f"unsupported YAML node {type(node).__name__}", node)
 
-    def _mapping(self, node: MappingNode) -> dict[Any, Any]:
+    def _mapping(self, node: MappingNode) -> dict[str, Any]:
         # Hot path (every mapping of every manifest): scalar keys and values are resolved inline.
-        out: dict[Any, Any] = {}
+        out: dict[str, Any] = {}
         table: dict[Any, Position] = {}
-        merged: list[tuple[dict[Any, Any], dict[Any, Position]]] = []
+        from_merge: set[str] | None = None
         track = self.track
+        resolve = self.resolve
         for key_node, value_node in node.value:
             if type(key_node) is not ScalarNode:
                 raise _BuildError("mapping keys must be plain scalars", key_node)
             suffix = key_node.ctag.suffix
             if suffix == _PLAIN_SUFFIX:
                 if key_node.value == "<<":
-                    merged.extend(self._merge_sources(value_node))
+                    # go-yaml v2 applies a merge where it stands: it overrides the keys before it, the keys after
+                    # it override it, and of a list of mappings the first wins.
+                    from_merge = from_merge if from_merge is not None else set()
+                    for built, built_table in reversed(self._merge_sources(value_node)):
+                        for k, v in built.items():
+                            out[k] = v
+                            from_merge.add(k)
+                            if k in built_table:
+                                table[k] = built_table[k]
                     continue
-                key = resolve_plain(key_node.value)
+                key = resolve(key_node.value)
             elif suffix == _STR_SUFFIX:
                 key = key_node.value
             else:
                 key = self._tagged(suffix, key_node.value)
+            if type(key) is not str:
+                key = json_key(key)
+                if key is None:
+                    raise _BuildError("a null mapping key (kubectl cannot convert it to JSON)", key_node)
             if key in out:
-                first = f" (first defined on line {table[key][0]})" if key in table else ""
-                raise _BuildError(f"duplicate key {key!r}{first}", key_node)
+                if from_merge is not None and key in from_merge:
+                    from_merge.discard(key)
+                elif self.strict or not track:
+                    first = f" (first defined on line {table[key][0]})" if key in table else ""
+                    raise _BuildError(f"duplicate key {key!r}{first}", key_node)
+                else:
+                    self.duplicates.append((out, key, table[key][0], key_node.start_mark.line + self.base))
             if track:
                 mark = key_node.start_mark
-                table[key] = (mark.line + 1, mark.column + 1)
+                table[key] = (mark.line + self.base, mark.column + 1)
             if type(value_node) is ScalarNode:
                 self.budget -= 1
                 vs = value_node.ctag.suffix
                 if vs == _PLAIN_SUFFIX:
-                    out[key] = resolve_plain(value_node.value)
+                    out[key] = resolve(value_node.value)
                 elif vs == _STR_SUFFIX:
                     out[key] = value_node.value
                 else:
                     out[key] = self._tagged(vs, value_node.value)
             else:
                 out[key] = self.build(value_node)
-        for built, built_table in merged:
-            for k, v in built.items():
-                if k not in out:
-                    out[k] = v
-                    if k in built_table:
-                        table[k] = built_table[k]
         if track:
             self.positions[id(out)] = table
         return out
 
-    def _merge_sources(self, value_node: Node) -> list[tuple[dict[Any, Any], dict[Any, Position]]]:
-        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests): explicit keys win."""
+    def _merge_sources(self, value_node: Node) -> list[tuple[dict[str, Any], dict[Any, Position]]]:
+        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests)."""
         sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
         out = []
         for src in sources:
@@ -160,11 +188,31 @@ class _DocumentBuilder:
             out.append((built, self.positions.get(id(built), {})))
         return out
 
+    def duplicate_keys(self, data: Any) -> list[DuplicateKey]:
+        """The duplicate keys found while building ``data``, with their pointers (found by walking the data:
+        only when there are any)."""
+        if not self.duplicates:
+            return []
+        where: dict[int, str] = {}
+        wanted = {id(m) for m, *_ in self.duplicates}
+        stack: list[tuple[Any, str]] = [(data, "")]
+        while stack and len(where) < len(wanted):
+            value, pointer = stack.pop()
+            if isinstance(value, dict):
+                if id(value) in wanted:
+                    where.setdefault(id(value), pointer)
+                stack.extend((v, f"{pointer}/{escape_token(k)}") for k, v in value.items()
+                             if isinstance(v, (dict, list)))
+            elif isinstance(value, list):
+                stack.extend((v, f"{pointer}/{i}") for i, v in enumerate(value) if isinstance(v, (dict, list)))
+        return [DuplicateKey(f"{where[id(m)]}/{escape_token(key)}", key, first, line)
+                for m, key, first, line in self.duplicates if id(m) in where]
+
     def _scalar(self, node: ScalarNode) -> Any:
         value: str = node.value
         suffix = node.ctag.suffix
         if suffix == _PLAIN_SUFFIX:
-            return resolve_plain(value)
+            return self.resolve(value)
         if suffix == _STR_SUFFIX:  # quoted and block scalars
             return value
         return self._tagged(suffix, value)
@@ -180,6 +228,98 @@ class _DocumentBuilder:
         return value
 
 
+# Plain scalars are resolved as kubectl reads YAML: sigs.k8s.io/yaml decodes with its fork of go-yaml v2, a YAML 1.1
+# reader (https://github.com/kubernetes-sigs/yaml/blob/master/goyaml.v2/resolve.go), then converts the result to JSON
+# (https://github.com/kubernetes-sigs/yaml/blob/master/yaml.go). So y/Y/yes/Yes/YES/on/On/ON are true and
+# n/N/no/No/NO/off/Off/OFF false (exactly these spellings: oN and yES stay strings), 0755 is octal (493), 0b101
+# binary, 1_000 is 1000, 08 is the float 8.0, there are no sexagesimal numbers (1:20 is text) and timestamps
+# (2001-12-14) stay strings, as go-yaml v2 hands them to an interface{}. Mapping keys become JSON strings.
+_RESOLVE_MAP: dict[str, Any] = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), float("nan")),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), float("inf")),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), float("-inf")),
+}
+_MAP_FIRST = frozenset("yYnNtTfFoO~")
+_NUMBER_FIRST = frozenset("0123456789+-")
+# Go's strconv.ParseInt(s, 0, 64) syntax: a sign, then 0x / 0o / 0b (either case) or a leading 0 for octal.
+_GO_INT_RE = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
+_GO_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")  # go-yaml's yamlStyleFloat
+_DOT_FLOAT_RE = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?")  # what strconv.ParseFloat accepts after a leading '.'
+_INT64, _UINT64 = 1 << 63, 1 << 64
+_NOT_FOUND = object()
+
+
+def resolve_plain(value: str) -> Any:
+    """A plain (unquoted, non-block) scalar as kubectl reads it: go-yaml v2's ``resolve``."""
+    first = value[:1]
+    if first in _MAP_FIRST or not first:
+        return _RESOLVE_MAP.get(value, value)
+    if first == ".":
+        found = _RESOLVE_MAP.get(value, _NOT_FOUND)
+        if found is not _NOT_FOUND:
+            return found
+        return float(value) if _DOT_FLOAT_RE.fullmatch(value) else value
+    if first in _NUMBER_FIRST:
+        found = _RESOLVE_MAP.get(value, _NOT_FOUND)
+        return found if found is not _NOT_FOUND else _go_number(value)
+    return value
+
+
+def _go_number(value: str) -> Any:
+    """ParseInt, then ParseUint, then the float syntax, then a big integer (unsigned only), as go-yaml v2 tries."""
+    plain = value.replace("_", "")
+    m = _GO_INT_RE.fullmatch(plain)
+    if m is not None:
+        sign, digits = m.groups()
+        base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2].lower())
+        if base is not None:
+            n = int(digits[2:], base)
+        else:
+            n = int(digits, 8) if digits[0] == "0" else int(digits)  # a leading 0 means octal
+        n = -n if sign == "-" else n
+        if -_INT64 <= n < _INT64 or (not sign and n < _UINT64):
+            return n
+        if _GO_FLOAT_RE.fullmatch(plain):
+            return float(plain)
+        return value if sign else n
+    if _GO_FLOAT_RE.fullmatch(plain):
+        return float(plain)
+    return value
+
+
+def json_key(key: Any) -> str | None:
+    """A mapping key as sigs.k8s.io/yaml writes it into JSON; None for a key it refuses (null)."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False:
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float):
+        if key != key:
+            return ".nan"
+        if key in (float("inf"), float("-inf")):
+            return ".inf" if key > 0 else "-.inf"
+        return _go_float_key(key)
+    return None
+
+
+def _go_float_key(key: float) -> str:
+    """strconv.FormatFloat(key, 'g', -1, 32) for the float keys nobody writes (float64 digits, not float32)."""
+    exp_text = f"{key:e}".partition("e")[2]
+    exp = int(exp_text)
+    digits = repr(abs(key)).replace(".", "").lstrip("0").split("e")[0].rstrip("0") or "0"
+    if -4 <= exp < 6:
+        text = repr(key)
+        return text[:-2] if text.endswith(".0") else text
+    sign = "-" if key < 0 else ""
+    body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{body}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+
+
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
 _INT_RE = re.compile(r"[-+]?(?:[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)")
@@ -187,8 +327,9 @@ _FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]
 _SPECIAL_FLOATS = {".inf": float("inf"), "+.inf": float("inf"), "-.inf": float("-inf"), ".nan": float("nan")}
 
 
-def resolve_plain(value: str) -> Any:
-    """YAML 1.2 core schema resolution of a plain scalar (what Kubernetes' YAML reader does)."""
+def resolve_core(value: str) -> Any:
+    """YAML 1.2 core schema resolution of a plain scalar: how compatcheck reads its own files (config, rules,
+    cluster profiles), where `rule-id: off` means the word off."""
     if value in _NULLS:
         return None
     first = value[0]
@@ -218,10 +359,6 @@ class _BuildError(Exception):
     def __init__(self, message: str, node: Node) -> None:
         super().__init__(message)
         self.line = node.start_mark.line + 1
-
-
-def _mark(node: Node) -> Position:
-    return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
 _PLAIN_SUFFIX = "tag:compatcheck.io,2024:plain"
@@ -268,45 +405,176 @@ def _note(path: str, message: str, line: int | None) -> Diagnostic:
 
 
 HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
+# Placeholders of a template that was not rendered: envsubst's ${VAR} (with the shell's :- := :? :+ forms) and
+# Go templates' {{ ... }}. A scalar is a placeholder when it has one and no whitespace (an image "repo:${TAG}",
+# a quantity "${GPUS}", "--model=${MODEL}"); a shell script in args (sh -c "echo ${HOME}") is not.
+_ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\}")
+_GO_TEMPLATE = re.compile(r"\{\{-?\s*[.$a-zA-Z(\"].*?\}\}")
+VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.yaml, values-prod.yaml, values.gpu.yml
+
+# Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
+# scalar may hold such a line, so they are safe to find with a regular expression).
+_DOC_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.M)
+_DOC_END = re.compile(r"^\.\.\.(?=[ \t\r\n]|$)", re.M)
+# A top-level 'kind:' (column 0: a key of the document's root block mapping) with a plain or quoted one-word value.
+_TOP_KIND = re.compile(r"""^kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$""", re.M)
+_TOP_API_VERSION = re.compile(r"^apiVersion:", re.M)
+_ONLY_DIRECTIVES = re.compile(r"(?:[ \t]*(?:%[^\n]*|#[^\n]*)?\r?\n)*[ \t]*(?:%[^\n]*|#[^\n]*)?")
+
+# Whether a document of this kind can matter to the lint (hold a pod spec, be a List, be a CRL ConfigMap), given
+# the kind and the document's text. Documents of other kinds are skipped before the position-tracking parse.
+KindFilter = Callable[[str, str], bool]
 
 
-def parse_text(path: str, text: str) -> ParsedFile:
-    """Parse all documents of a YAML or JSON text. Documents before a syntax error are kept."""
+def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter | None = None) -> ParsedFile:
+    """Parse all documents of a YAML or JSON text. Documents before a syntax error are kept. ``strict``: a duplicate
+    key is an error (compatcheck's own files), not a recorded duplicate (manifests, read as kubectl does).
+    ``wanted``: skip documents whose top-level kind it refuses, without parsing them (counted in ``skipped``)."""
     result = ParsedFile(path=path, documents=[], errors=[], notes=[], text=text)
     if path.endswith(".json") and text.lstrip().startswith(("{", "[")):
-        return _parse_json(path, text, result)
+        return _parse_json(path, text, result, strict, wanted)
+    if wanted is not None and VALUES_FILE.fullmatch(os.path.basename(path)) and not (
+            _TOP_KIND.search(text) and _TOP_API_VERSION.search(text)):
+        result.notes.append(_note(path, "a Helm values file, not a manifest: skipped (lint the chart with "
+                                        f"--helm-chart DIR -f {os.path.basename(path)})", None))
+        return result
+    if wanted is None:
+        _compose(path, text, 0, 0, result, strict, check_templates=False)
+        return result
     index = 0
+    run: list[tuple[int, int]] = []  # (start, end) of consecutive chunks to parse
+    run_line = run_index = 0
+    for start, end, chunk_line in _chunks(text):
+        kind = _skippable_kind(text, start, end)
+        if kind is not None and not wanted(kind, text[start:end]):
+            if run:
+                index = _compose(path, text[run[0][0]:run[-1][1]], run_line, run_index, result, strict,
+                                 check_templates=True, chunks=len(run))
+                run = []
+            result.skipped += 1
+            index += 1
+            continue
+        if not run:
+            run_line, run_index = chunk_line, index
+        run.append((start, end))
+    if run:
+        _compose(path, text[run[0][0]:run[-1][1]], run_line, run_index, result, strict, check_templates=True,
+                 chunks=len(run))
+    return result
+
+
+def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
+    """(start, end, 0-based line of start) of each document: cut before every '---' line; a part holding only
+    directives and comments stays with the document after it."""
+    cuts = [m.start() for m in _DOC_START.finditer(text)]
+    starts = [0]
+    for c in cuts:
+        if c == 0:
+            continue
+        if _ONLY_DIRECTIVES.fullmatch(text, starts[-1], c):
+            continue  # '%YAML 1.1' (or nothing but comments) before this marker: one document with it
+        starts.append(c)
+    line = 0
+    prev = 0
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        line += text.count("\n", prev, start)
+        prev = start
+        yield start, end, line
+
+
+def _skippable_kind(text: str, start: int, end: int) -> str | None:
+    """The kind of the document text[start:end] when a cheap scan can tell it for sure: exactly one top-level
+    'kind:' and no '...' marker (which could start another document). None: parse it to know."""
+    found = None
+    for m in _TOP_KIND.finditer(text, start, end):
+        if found is not None:
+            return None  # twice (a duplicate key, or a scalar that fooled the scan): let the parser decide
+        found = m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(3)
+    if found is None or _DOC_END.search(text, start, end):
+        return None
+    return found
+
+
+def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedFile, strict: bool, *,
+             check_templates: bool, chunks: int = 0) -> int:
+    """Compose and build the documents of ``text`` (which starts at 0-based line ``line_offset`` of the file, with
+    document number ``index``) into ``result``; the next document number."""
+    first_index = index
     try:
         for node in _parser().compose_all(text):
             if node is None:
                 index += 1
                 continue
-            builder = _DocumentBuilder()
+            builder = _DocumentBuilder(strict=strict, line_offset=line_offset)
             try:
                 data = builder.build(node)
             except _BuildError as exc:
-                bad_line = text.splitlines()[exc.line - 1] if 0 < exc.line <= text.count("\n") + 1 else ""
+                line = exc.line + line_offset
+                lines = text.splitlines()
+                bad_line = lines[exc.line - 1] if 0 < exc.line <= len(lines) else ""
                 if "{{" in bad_line:
                     result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
-                                                    "({{ ... }}); skipped", exc.line))
+                                                    "({{ ... }}); skipped", line))
                 else:
-                    result.errors.append(Diagnostic(path, f"document {index + 1}: {exc}", exc.line))
+                    result.errors.append(Diagnostic(path, f"document {index + 1}: {exc}", line))
                 index += 1
                 continue
-            result.documents.append(Document(path, index, data, node.start_mark.line + 1, builder.positions))
+            doc_line = node.start_mark.line + 1 + line_offset
+            placeholder = _placeholder(data) if check_templates and ("${" in text or "{{" in text) else None
+            if placeholder is not None:
+                result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
+                                                f"({placeholder!r}); skipped (render it first: envsubst, helm "
+                                                "template)", doc_line))
+            else:
+                result.documents.append(Document(path, index, data, doc_line, builder.positions,
+                                                 builder.duplicate_keys(data)))
             index += 1
     except YAMLError as exc:
         err = _yaml_error(path, exc)
-        if HELM_MARKER.search(text):
+        if err.line is not None:
+            err = Diagnostic(err.path, err.message, err.line + line_offset)
+        if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
             result.notes.append(
-                _note(path, "looks like an unrendered template ({{ ... }}); skipped the rest of the file"
-                      " (render it first, e.g. helm template)", err.line)
+                _note(path, "looks like an unrendered template ({{ ... }} or ${VAR}); skipped the rest of the "
+                      + ("file" if not chunks else "documents up to the next one that can be skipped unparsed")
+                      + " (render it first, e.g. helm template)", err.line)
             )
         else:
             result.errors.append(err)
+        index = max(index, first_index + chunks)
     except RecursionError:
         result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep"))
-    return result
+        index = max(index, first_index + chunks)
+    return index
+
+
+# Strings that the container's shell or program expands at run time, never compatcheck: a placeholder there is
+# the program's (env: [{value: "${LD_LIBRARY_PATH}:/usr/local/nvidia/lib64"}], args: [--port=${PORT}]).
+_RUNTIME_STRINGS = frozenset({"env", "command", "args"})
+
+
+def _placeholder(data: Any) -> str | None:
+    """The first unrendered placeholder among the scalars of a Kubernetes object of a workload kind, if any."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not isinstance(
+            data.get("apiVersion"), str):
+        return None
+    stack: list[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if "{{" in k or "${" in k:
+                    return str(k)
+                if k not in _RUNTIME_STRINGS:
+                    stack.append(v)
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str) and ("${" in value or "{{" in value) and "\n" not in value and (
+                _GO_TEMPLATE.search(value) or (_ENV_PLACEHOLDER.search(value) and not any(
+                    c.isspace() for c in value.strip()))):
+            return value
+    return None
 
 
 def load_data(text: str) -> list[Any]:
@@ -322,29 +590,46 @@ def load_data(text: str) -> list[Any]:
         if node is None:
             continue
         try:
-            out.append(_DocumentBuilder(track_positions=False).build(node))
+            out.append(_DocumentBuilder(track_positions=False, strict=True).build(node))
         except _BuildError as exc:
             raise ValueError(f"line {exc.line}: {exc}") from None
     return out
 
 
-def _parse_json(path: str, text: str, result: ParsedFile) -> ParsedFile:
+_KUBERNETES_JSON = re.compile(r'"apiVersion"\s*:')
+
+
+def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: KindFilter | None) -> ParsedFile:
+    """A JSON file: read with the json module first (fast); non-Kubernetes JSON (tsconfig.json with comments, a
+    Grafana dashboard) is skipped quietly, like non-Kubernetes YAML; Kubernetes objects of a kind ``wanted``
+    refuses are skipped; the rest is composed again for positions."""
     try:
-        # Prefer the YAML composer for positions: JSON is (almost always) valid YAML 1.2.
+        data: Any = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        if wanted is not None and not _KUBERNETES_JSON.search(text):
+            return result  # not JSON we could lint, nor JSON that claims to be a Kubernetes object
+        data = exc
+    if wanted is not None and not isinstance(data, Exception):
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+            return result
+        kind = data["kind"]
+        if wanted is not None and not kind.endswith("List") and not wanted(kind, text):
+            result.skipped += 1
+            return result
+    try:
+        # The YAML composer gives positions: JSON is (almost always) valid YAML.
         nodes = list(_parser().compose_all(text))
         if len(nodes) == 1 and nodes[0] is not None:
-            builder = _DocumentBuilder()
-            data = builder.build(nodes[0])
-            result.documents.append(Document(path, 0, data, 1, builder.positions))
+            builder = _DocumentBuilder(strict=strict)
+            built = builder.build(nodes[0])
+            result.documents.append(Document(path, 0, built, 1, builder.positions, builder.duplicate_keys(built)))
             return result
     except (YAMLError, _BuildError, RecursionError):
         pass
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        result.errors.append(Diagnostic(path, f"invalid JSON: {exc.msg}", exc.lineno))
+    if isinstance(data, json.JSONDecodeError):
+        result.errors.append(Diagnostic(path, f"invalid JSON: {data.msg}", data.lineno))
         return result
-    except RecursionError:
+    if isinstance(data, RecursionError):
         result.errors.append(Diagnostic(path, "invalid JSON: nesting too deep"))
         return result
     result.documents.append(Document(path, 0, data, 1))
@@ -365,7 +650,8 @@ def decode(path: str, raw: bytes, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tu
         return None, Diagnostic(path, "not UTF-8 text (binary file?)", line)
 
 
-def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedFile:
+def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES, *, strict: bool = False,
+              wanted: KindFilter | None = None) -> ParsedFile:
     try:
         if path == "-":
             raw = sys.stdin.buffer.read(max_bytes + 1)
@@ -381,22 +667,62 @@ def read_file(path: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> ParsedFile:
     text, err = decode(path, raw, max_bytes)
     if err is not None or text is None:
         return ParsedFile(path, [], [err] if err else [], [])
-    return parse_text(path, text)
+    return parse_text(path, text, strict=strict, wanted=wanted)
 
 
-def expand_paths(paths: list[str]) -> tuple[list[str], list[Diagnostic]]:
-    """Files as given; directories recursively (*.yaml, *.yml, *.json), sorted, hidden dirs skipped."""
+class PathFilter:
+    """Input paths to leave out, as .gitignore patterns say (pathspec's implementation of git's rules: ``*`` stays
+    within a directory, ``**`` spans them, a leading ``/`` anchors to the base directory, a trailing ``/`` matches
+    only directories, ``!`` re-includes). Each group of patterns is relative to its own base directory: the
+    working directory for ``--exclude``, the config file's directory for its ``exclude:``."""
+
+    def __init__(self) -> None:
+        self._groups: list[tuple[str, Any]] = []
+        self.hits = 0  # paths left out so far
+    def add(self, patterns: Iterable[str], base: str) -> PathFilter:
+        lines = [p for p in patterns if p.strip()]
+        if lines:
+            import pathspec  # lazily: only runs with exclusions pay the import
+
+            self._groups.append((os.path.abspath(base), pathspec.GitIgnoreSpec.from_lines(lines)))
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
+
+    def excluded(self, path: str, *, is_dir: bool = False) -> bool:
+        full = os.path.abspath(path)
+        for base, spec in self._groups:
+            rel = os.path.relpath(full, base)
+            if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+                continue  # outside this group's directory: its patterns say nothing about it
+            rel = rel.replace(os.sep, "/")
+            if spec.match_file(rel + "/" if is_dir else rel):
+                self.hits += 1
+                return True
+        return False
+
+
+def expand_paths(paths: list[str], exclude: PathFilter | None = None) -> tuple[list[str], list[Diagnostic]]:
+    """Files as given; directories recursively (*.yaml, *.yml, *.json), sorted, hidden dirs skipped. ``exclude``
+    leaves out what it matches, in walks and among the paths given (pre-commit passes files by name)."""
     files: list[str] = []
     errors: list[Diagnostic] = []
+    skip = exclude if exclude else None
     for p in paths:
         if p == "-":
             files.append(p)
         elif os.path.isdir(p):
+            if skip is not None and skip.excluded(p, is_dir=True):
+                continue
             for root, dirs, names in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                files.extend(os.path.join(root, n) for n in sorted(names) if n.endswith(MANIFEST_SUFFIXES))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (
+                    skip is not None and skip.excluded(os.path.join(root, d), is_dir=True)))
+                files.extend(f for f in (os.path.join(root, n) for n in sorted(names) if n.endswith(MANIFEST_SUFFIXES))
+                             if skip is None or not skip.excluded(f))
         elif os.path.exists(p):
-            files.append(p)
+            if skip is None or not skip.excluded(p):
+                files.append(p)
         else:
             errors.append(Diagnostic(p, "no such file or directory"))
     return files, errors

@@ -40,6 +40,8 @@ def render(report: LintReport) -> str:
     out["skipped"] = [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes]
     out["summary"] = {"files": report.files, "objects": report.objects, "findings": report.counts(),
                       "suppressed": len(report.suppressed)}
+    if report.skipped:  # documents of kinds without pod specs, skipped unparsed (only when there are some)
+        out["summary"]["documentsWithoutPodSpecs"] = report.skipped
     if suppressed is not None:
         out["suppressed"] = suppressed
     return json.dumps(out, indent=2) + "\n"

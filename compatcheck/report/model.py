@@ -32,6 +32,7 @@ class LintReport:
     rules: list[Rule] = field(default_factory=list)
     files: int = 0
     objects: int = 0
+    skipped: int = 0  # documents of kinds that hold no pod spec (CRDs, Services, ...), skipped unparsed
     color: bool = False
     show_suppressed: bool = False
     docs_url: str = ""

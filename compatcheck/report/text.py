@@ -15,7 +15,8 @@ def diagnostic_line(d: Diagnostic, color: bool = False) -> str:
     """``file:line: error|warning|info|note: message``: how a diagnostic reads, here and on the CLI's stderr."""
     where = f"{d.path}:{d.line}" if d.line else d.path
     label = "note" if d.kind == "note" else d.severity.value
-    return f"{where}: {_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{where}: {label}: {d.message}"
+    prefix = f"{where}: " if where else ""  # about no file (a registry, an image named on the command line)
+    return f"{prefix}{_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{prefix}{label}: {d.message}"
 
 
 def render(report: LintReport) -> str:
@@ -41,7 +42,9 @@ def render(report: LintReport) -> str:
             loc = f"{f.source.path}:{f.source.line}" if f.source else "-"
             lines.append(f"  {loc}  {f.rule_id} ({f.obj.describe()}) by {s.how}: {s.reason or '(no reason)'}")
     c = report.counts()
-    lines.append(f"{report.files} files, {report.objects} objects: {c['error']} errors, {c['warning']} warnings, "
+    skipped = f" (and {report.skipped} documents without pod specs, not parsed)" if report.skipped else ""
+    lines.append(f"{report.files} files, {report.objects} objects{skipped}: {c['error']} errors, "
+                 f"{c['warning']} warnings, "
                  f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
                  + (f"; {len(report.warnings)} input warnings" if report.warnings else "")
                  + (f"; {len(report.suppressed)} suppressed" if report.suppressed else ""))

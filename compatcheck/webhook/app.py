@@ -24,6 +24,7 @@ from compatcheck.core.workloads import known_kind_names
 from compatcheck.webhook.clusterview import Snapshot, ViewHealth
 from compatcheck.webhook.logs import DecisionLog, log_event
 from compatcheck.webhook.metrics import Metrics
+from compatcheck.webhook.registry import AdmissionLookups, request_images
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the API server's own request limit is 3 MiB
 BODY_TIMEOUT = 10.0  # seconds from the request head to the end of the body (the API server waits 30 s at most)
@@ -53,6 +54,7 @@ class State:
     inflight: int = 0  # admission requests being handled (graceful shutdown waits for 0)
     max_staleness: float = 300.0  # seconds a stale view may serve before /readyz fails (0: never)
     cache: EvaluationCache = field(default_factory=EvaluationCache)
+    registry: AdmissionLookups | None = None  # image config lookups (registry.lookups), None: the table alone
 
 
 STATE = web.AppKey("state", State)
@@ -94,8 +96,15 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         return _bad(request, 400, "json", f"request body is not JSON: {exc}")
     snapshot = state.view.snapshot
     undecidable = None if snapshot.synced else "the cluster view has not completed its first sync"
+    ctx = snapshot.ctx
+    if state.registry is not None and undecidable is None:
+        images = request_images(body)
+        if images:  # what the images' own configs say, within the budget (the rest warms in the background)
+            found = await state.registry.facts_for(images, state.registry.platform(ctx))
+            if found:
+                ctx = ctx.with_registry(found)
     try:
-        response, decision = review(body, endpoint, state.ruleset, snapshot.ctx,  # type: ignore[arg-type]
+        response, decision = review(body, endpoint, state.ruleset, ctx,  # type: ignore[arg-type]
                                     state.settings, state.cache, undecidable)
     except ReviewError as exc:
         return _bad(request, 400, "not-admissionreview", str(exc))

@@ -51,6 +51,23 @@ class Metrics:
             "Connections the server closed early: header-timeout (no request head in time), evicted (at the cap, "
             "to make room: it had sent no request yet), rejected (at the cap, nothing to evict)",
             ["listener", "reason"], registry=r)
+        self.registry_lookups = Counter(
+            "compatcheck_registry_lookups_total",
+            "Image config lookups at admission by result: hit (in memory), miss (fetch started), failed-recently "
+            "(a failure remembered for a minute), not-allowed (registry not on the allowlist: no request)",
+            ["result"], registry=r)
+        self.registry_fetches = Counter("compatcheck_registry_fetches_total",
+                                        "Image config fetches by outcome (ok, or the failure's kind: denied, "
+                                        "not-found, timeout, tls, network, too-large, digest, protocol, "
+                                        "not-allowed, status)", ["outcome"], registry=r)
+        self.registry_fetch_duration = Histogram(
+            "compatcheck_registry_fetch_duration_seconds", "Time to fetch one image's config (manifest, index, "
+            "config blob, tokens), in the background", registry=r,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+        self.registry_wait = Histogram(
+            "compatcheck_registry_wait_seconds", "Time an admission request waited for image config fetches "
+            "(bounded by registry.webhookBudgetSeconds)", registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0))
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

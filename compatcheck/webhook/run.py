@@ -13,15 +13,18 @@ import shutil
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from typing import Any
 
 from compatcheck.core.admission import AdmissionSettings, ReviewError, review
+from compatcheck.core.config import RegistrySettings
 from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.webhook import certs
 from compatcheck.webhook.app import State, View
 from compatcheck.webhook.clusterview import LiveView, StaticView, ViewError
 from compatcheck.webhook.logs import json_logging
 from compatcheck.webhook.metrics import Metrics
+from compatcheck.webhook.registry import AdmissionLookups
 from compatcheck.webhook.selftls import SelfManagedTLS
 from compatcheck.webhook.server import ServeOptions, serve
 
@@ -49,12 +52,42 @@ def kube_client(kubeconfig: str | None, in_cluster: bool) -> Any:
     return kconfig.new_client_from_config(config_file=kubeconfig)
 
 
+def registry_settings(args: argparse.Namespace | None, settings: RegistrySettings) -> RegistrySettings:
+    """The config's registry settings with ``webhook serve``'s flags over them."""
+    if args is None:
+        return settings
+    changes: dict[str, Any] = {}
+    if getattr(args, "registry_lookups", None) is not None:
+        changes["lookups"] = args.registry_lookups
+    if getattr(args, "registry_allow", None):
+        changes["allow"] = tuple(args.registry_allow)
+    if getattr(args, "registry_redirect_host", None):
+        changes["redirect_hosts"] = tuple(args.registry_redirect_host)
+    if getattr(args, "registry_budget", None):
+        changes["webhook_budget"] = args.registry_budget
+    for flag, key in (("registry_ca", "ca_file"), ("registry_auth_file", "auth_file")):
+        value = getattr(args, flag, None)
+        if value:
+            if not os.path.isfile(value):
+                raise CommandError(f"--{flag.replace('_', '-')} {value}: no such file")
+            changes[key] = value
+    return replace(settings, **changes)
+
+
 def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | None, crl: list[str],
-                  kubeconfig: str | None = None, in_cluster: bool = False) -> State:
+                  kubeconfig: str | None = None, in_cluster: bool = False,
+                  args: argparse.Namespace | None = None) -> State:
     """Rules, settings and the cluster view; CommandError when the webhook must refuse to start."""
     configured = configure(config_path, rules_dirs)
     config, loaded = configured.config, configured.loaded
     metrics = Metrics()
+    registry = registry_settings(args, config.registry)
+    lookups = None
+    if args is not None and registry.lookups and not registry.offline:  # serving (not the offline review)
+        try:
+            lookups = AdmissionLookups(registry, metrics)
+        except (OSError, ValueError) as exc:  # an unreadable CA bundle
+            raise CommandError(f"registry lookups: {exc}") from None
     view: View
     if kubeconfig or in_cluster:
         try:
@@ -70,7 +103,8 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
             raise CommandError(str(exc)) from None
         static.snapshot.publish(metrics)
         view = static
-    return State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics)
+    return State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics,
+                 registry=lookups)
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
@@ -117,7 +151,8 @@ def serve_command(args: argparse.Namespace) -> int:
                 raise CommandError(f"{path}: no such file")
         if args.max_staleness < 0:
             raise CommandError("--max-staleness must be 0 (never) or positive")
-        state = webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster)
+        state = webhook_state(args.config, args.rules_dir, args.nodes, args.crl, args.kubeconfig, args.in_cluster,
+                              args)
         state.max_staleness = args.max_staleness
         state.view.start()
         try:
@@ -126,6 +161,8 @@ def serve_command(args: argparse.Namespace) -> int:
             raise CommandError(f"cannot serve: {exc}") from None
         finally:
             state.view.stop()
+            if state.registry is not None:
+                state.registry.close()
     finally:
         stop_renewal.set()
         if own_tls_dir is not None:  # the key material goes with the process

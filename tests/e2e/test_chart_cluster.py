@@ -194,11 +194,15 @@ def _mounts(kapi: KubeAPIServer, ns: str, pod: dict[str, Any], container: dict[s
         if "configMap" in volume or "secret" in volume:
             kind, name = ("configmap", volume["configMap"]["name"]) if "configMap" in volume else (
                 "secret", volume["secret"]["secretName"])
+            source = volume.get("configMap") or volume["secret"]
             data = json.loads(kapi.kubectl("get", "-n", ns, kind, name, "-o", "json").stdout)["data"]
-            for key, value in data.items():
-                (target / key).write_bytes(base64.b64decode(value) if kind == "secret" else value.encode())
+            # items: only the keys named, each at its path (a missing key fails the mount, as the kubelet's does)
+            files = [(i["key"], i["path"]) for i in source["items"]] if source.get("items") else [(k, k) for k in data]
+            for key, path in files:
+                value = data[key]
+                (target / path).write_bytes(base64.b64decode(value) if kind == "secret" else value.encode())
                 if kind == "secret":
-                    (target / key).chmod(volume["secret"].get("defaultMode", 0o644))
+                    (target / path).chmod(volume["secret"].get("defaultMode", 0o644))
         else:
             assert set(volume) == {"name", "emptyDir"}, f"a volume this harness cannot play: {volume}"
         paths.append(mount["mountPath"])
@@ -252,6 +256,9 @@ def install_chart(kapi: KubeAPIServer, helm: str, tmp: Path, release: str, value
     ns = f"{release}-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(kapi.client()).create_namespace({"metadata": {"name": ns}})
     port = free_port()
+    # Installs that are not about registry lookups make none: what they decide must not depend on whether this
+    # machine reaches Docker Hub (the chart's default is on, for the public registries).
+    values = {"registry": {"lookups": False}, **values}
     docs = render(helm, release, ns, {**values, "webhook": {**values.get("webhook", {}),
                                                             "url": f"https://127.0.0.1:{port}"}})
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
@@ -396,6 +403,103 @@ class TestSecretMode:
             "Warning: cuda-driver-needs-forward-compat: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than "
             "the driver on 560.35.03…\n")
         assert get(kapi, ns, "Pod", "bf16")["spec"]["containers"][0]["args"] == ["--dtype=bfloat16"]  # not fixed
+
+
+# ---------------------------------------------------------------------------------------------- registry lookups
+
+
+@dataclass
+class RegistryInstall:
+    install: Install
+    registry: Any  # tests.registry.harness.Registry
+    serving: Any  # the pushed custom image (harness.Pushed)
+
+    def image(self, by_digest: bool = False) -> str:
+        ref = f"@{self.serving.digest}" if by_digest else ":2025-10-14"
+        return f"{self.registry.host}/ml/serving{ref}"
+
+
+@pytest.fixture(scope="class")
+def registry_chart(kapi: KubeAPIServer, helm: str, pools: None,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryInstall]:
+    """A real distribution registry (TLS from a test CA, htpasswd) holding a custom image built "FROM" CUDA 13.0,
+    and the chart with registry lookups allowed there only, its credentials in the Secret registry.pullSecret
+    names (created with kubectl create secret docker-registry) and its CA in registry.caConfigMap."""
+    from tests.registry.conftest import CUDA13_ENV, registry_binary
+    from tests.registry.harness import USERS, Registry, RegistryCA
+
+    tmp = tmp_path_factory.mktemp("chart-registry")
+    ca = RegistryCA(tmp / "pki")
+    reg = Registry(registry_binary(), tmp / "registry", ca, "htpasswd").start()
+    try:
+        serving = reg.push_image("ml/serving", "2025-10-14", CUDA13_ENV)
+
+        def prepare(ns: str) -> None:  # what the values name, in the release namespace
+            kapi.kubectl("create", "secret", "docker-registry", "corp-pull", "-n", ns, f"--docker-server={reg.host}",
+                         "--docker-username=reader", f"--docker-password={USERS['reader']}")
+            kapi.kubectl("create", "configmap", "corp-ca", "-n", ns, f"--from-file=ca.crt={ca.ca_file}")
+
+        install = install_chart(kapi, helm, tmp, "ccr", {
+            "replicaCount": 1, "registry": {"allow": [reg.host], "pullSecret": "corp-pull", "caConfigMap": "corp-ca"}},
+            prepare)
+        try:
+            yield RegistryInstall(install, reg, serving)
+        finally:
+            install.uninstall()
+    finally:
+        reg.stop()
+
+
+class TestRegistryLookups:
+    """The chart with registry lookups: a custom image built FROM CUDA 13.0, pushed to a real registry, is denied
+    through the real API server with the CUDA its config states, read with the credentials of the one Secret the
+    values name (mounted, never readable through the API by the webhook); a registry off the allowlist gets no
+    connection. Before the defaults: its install is gone before the next one starts."""
+
+    def test_the_pull_secret_is_mounted_not_granted(self, kapi: KubeAPIServer, registry_chart: RegistryInstall) -> None:
+        chart = registry_chart.install
+        secrets = {r for r in can_i_list(kapi, chart.service_account, chart.namespace) if r[0] == "secrets"}
+        assert secrets == {("secrets", (), ("create",)), ("secrets", ("ccr-compatcheck-tls",), ("get", "update"))}
+        args = chart.pod_spec["containers"][0]["args"]
+        assert "--registry-auth-file=/etc/compatcheck/registry-auth/config.json" in args
+        mounted = json.loads((chart.hook.dir / "etc/compatcheck/registry-auth/config.json").read_text())
+        assert list(mounted["auths"]) == [registry_chart.registry.host]
+
+    @pytest.mark.parametrize("by_digest", [False, True], ids=["tag", "digest"])
+    def test_a_custom_cuda13_image_is_denied_by_its_config(self, kapi: KubeAPIServer,
+                                                           registry_chart: RegistryInstall, by_digest: bool) -> None:
+        chart, image = registry_chart.install, registry_chart.image(by_digest)
+        ns = namespace(kapi.client(), "chart-registry")
+        chart.wait_called(ns)
+        before = chart.hook.metric("compatcheck_registry_fetches_total", outcome="ok")
+        pod = gpu_pod("serve", image, nodeSelector={"pool": T4})
+        kubectl_apply(kapi, ns, pod, "--dry-run=server")  # the first review fetches (within the budget, or after)
+        wait_until(lambda: chart.hook.metric("compatcheck_registry_fetches_total", outcome="ok") > before, 15,
+                   what=f"the config fetched ({chart.hook.logs()})")
+        out = kubectl_apply(kapi, ns, pod)
+        line = (f"- cuda-driver-too-old: image CUDA 13.0 (image {image} (manifest {registry_chart.serving.digest[:19]}"
+                "), whose config sets CUDA_VERSION=13.0.0) needs a driver from branch >= 580; eligible nodes run "
+                "560.35.03 (CUDA 12.6) on chart-t4-0; the image's forward compatibility lists driver branches 535, "
+                "550, 565, 570, 575 only")
+        assert (out.returncode, out.stdout, out.stderr) == (1, "", denied("Pod", ns, "serve", line[:199] + "…\n"))
+
+    def test_a_registry_off_the_allowlist_gets_no_connection(self, kapi: KubeAPIServer,
+                                                             registry_chart: RegistryInstall) -> None:
+        from tests.registry.harness import Listener
+
+        chart = registry_chart.install
+        rec = Listener("record")
+        try:
+            ns = namespace(kapi.client(), "chart-registry-off")
+            chart.wait_called(ns)
+            before = chart.hook.metric("compatcheck_registry_lookups_total", result="not-allowed")
+            out = kubectl_apply(kapi, ns, gpu_pod("other", f"{rec.host}/ml/serving:1", nodeSelector={"pool": T4}))
+            assert (out.returncode, out.stdout, out.stderr) == (0, "pod/other created\n", "")
+            # once by the validating webhook, once by the mutating one; neither connects
+            assert chart.hook.metric("compatcheck_registry_lookups_total", result="not-allowed") == before + 2
+            assert rec.connections == 0
+        finally:
+            rec.close()
 
 
 # ---------------------------------------------------------------------------------------------- the defaults

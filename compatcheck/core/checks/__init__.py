@@ -72,5 +72,6 @@ def _load() -> None:
         hardware,
         meta,
         resources,
+        source,
         vgpu,
     )

@@ -20,8 +20,8 @@ the targets that ``workloads`` located, so no check knows a kind's layout.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import ClassVar, Generic, Literal, TypeVar, overload
 
@@ -56,15 +56,16 @@ from compatcheck.core.dra import (
     pinned_points,
     pod_claims,
 )
+from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
 from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.kserve import EMPTY_RUNTIMES, RuntimeIndex
-from compatcheck.core.model import Applicability, Fix, PatchOp
+from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
-from compatcheck.core.workloads import ContainerTarget, PodTarget
+from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
 
 
 class UnknownCheckType(LookupError):
@@ -125,6 +126,34 @@ class EvalContext:
             return self.admission_plugins | self.cluster.admission_plugins
         return self.admission_plugins
 
+    # What images' own configs say (read from their registries, a cache or a file before evaluation), keyed by
+    # the image reference as containers write it. Empty: the image table alone speaks, as without lookups.
+    registry: Mapping[str, RegistryFacts] = field(default_factory=dict)
+    # The context this one adds registry facts to (``with_registry``): the same cluster, tables and memos.
+    base: EvalContext | None = field(default=None, repr=False)
+    facts_memo: dict[tuple[str, RegistryFacts], ImageFacts] = field(default_factory=dict, repr=False)
+
+    def with_registry(self, facts: Mapping[str, RegistryFacts]) -> EvalContext:
+        """This context with ``facts`` as its registry facts, sharing everything else (memos included)."""
+        root = self.base or self
+        return replace(root, registry=facts, base=root)
+
+    @property
+    def root(self) -> EvalContext:
+        return self.base or self
+
+    def registry_key(self) -> tuple[tuple[str, str], ...]:
+        """What the registry facts are, in a few bytes, for caches of evaluations."""
+        return tuple(sorted((image, f"{rf.digest}/{rf.config_digest}") for image, rf in self.registry.items()))
+
+    def image_facts(self, image: str) -> ImageFacts | None:
+        """What is known about an image: its config (when looked up) with the image table, else the table alone."""
+        rf = self.registry.get(image)
+        table = self.kb.image_facts(image)
+        if rf is None:
+            return table
+        return memo(self.facts_memo, (image, rf), lambda: image_facts_with_config(image, table, rf))
+
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
 # HAMi's per-container GPU memory and core resources (its nvidia.com/gpu alone is a whole GPU).
@@ -142,6 +171,26 @@ class CudaRuntime:
     # ``version`` is only a lower bound (a floating tag such as latest): a check may use it only where every
     # newer CUDA would give the same finding (a driver too old even for the lowest release).
     at_least: bool = False
+
+
+def lookup_images(obj: JsonObject) -> dict[str, str]:
+    """The images whose config could decide a CUDA runtime in ``obj``: those of GPU containers whose runtime no
+    annotation or container env states (those win over the image), in order, each once. Callers fetch their
+    configs before evaluation (a lint run, the webhook). Each image maps to the pointer of its first mention."""
+    out: dict[str, str] = {}
+    for pod in pod_targets(obj):
+        if RUNTIME_ANNOTATION in pod.annotations:
+            continue
+        for c in pod.containers:
+            image = c.data.get("image")
+            if not isinstance(image, str) or not image or f"{RUNTIME_ANNOTATION}.{c.name}" in pod.annotations:
+                continue
+            if any((found := env_value(c, var)) is not None and isinstance(found[1], str)
+                   for var in ("NVIDIA_REQUIRE_CUDA", "CUDA_VERSION")):
+                continue
+            if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in container_gpu_requests(c).values()):
+                out.setdefault(image, f"{c.pointer}/image")
+    return out
 
 
 def container_gpu_requests(c: ContainerTarget) -> JsonObject:
@@ -362,9 +411,10 @@ class PodAnalysis:
         return CudaRuntime(facts.cuda, facts.origin, ptr, facts.reason)
 
     def image_facts(self, c: ContainerTarget) -> ImageFacts | None:
-        """What the image profiles say about the container's image (None: no image, or no profile matches)."""
+        """What the image's config (when looked up) and the image profiles say about the container's image (None:
+        no image, or nothing is known about it)."""
         image = c.data.get("image")
-        return self.ctx.kb.image_facts(image) if isinstance(image, str) and image else None
+        return self.ctx.image_facts(image) if isinstance(image, str) and image else None
 
     @once
     def under_vgpu(self) -> bool:
@@ -654,10 +704,12 @@ def admits_projected(spec: JsonObject, cls: NodeClass) -> bool:
 
 @dataclass(frozen=True)
 class ObjectTarget:
-    """What object checks receive: the object and the pod targets the engine found in it."""
+    """What object checks receive: the object, the pod targets the engine found in it, and the keys its YAML
+    source wrote twice (the reader kept the last, as kubectl does; empty for JSON from the API server)."""
 
     obj: JsonObject
     pods: list[PodTarget]
+    duplicates: tuple[DuplicateKey, ...] = ()
 
 
 # ------------------------------------------------------------------ the check contract

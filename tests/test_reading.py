@@ -1,0 +1,265 @@
+"""Reading input the way Kubernetes does (issue #15): YAML 1.1 scalars and duplicate keys as kubectl reads them,
+non-Kubernetes JSON, templates and Helm values files skipped, --exclude / exclude: with .gitignore semantics,
+config paths relative to the config file, and documents without pod specs skipped before the full parse. All run
+through the CLI, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compatcheck.io.manifests import parse_text, resolve_plain
+from tests.test_cli import run, write
+
+GPU_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: vllm/vllm-openai:v0.9.2
+    args: [--dtype=bfloat16]
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+T4_NODES = Path(__file__).resolve().parents[1] / "examples" / "cluster-profile.yaml"
+
+
+def lint_json(*args: str, cwd: Path | None = None) -> tuple[int, dict]:
+    proc = run("lint", *args, "--format", "json", cwd=cwd)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def findings(out: dict) -> list[tuple[str, str, int]]:
+    return sorted((Path(f["file"]).name, f["rule"], f["line"]) for f in out["findings"])
+
+
+# ------------------------------------------------------------------------------------------ YAML 1.1 scalars
+
+# (plain scalar, what kubectl makes of it): go-yaml v2's resolve table, spelling by spelling.
+KUBECTL_SCALARS = [
+    ("on", True), ("On", True), ("ON", True), ("oN", "oN"), ("yes", True), ("Yes", True), ("YES", True),
+    ("yEs", "yEs"), ("y", True), ("Y", True), ("true", True), ("True", True), ("TRUE", True), ("tRUE", "tRUE"),
+    ("off", False), ("Off", False), ("OFF", False), ("no", False), ("No", False), ("NO", False), ("n", False),
+    ("N", False), ("false", False), ("~", None), ("null", None), ("NULL", None), ("nULL", "nULL"),
+    ("0755", 493), ("0o17", 15), ("0x1F", 31), ("0b101", 5), ("-0x1F", -31), ("1_000", 1000), ("08", 8.0),
+    ("1:20", "1:20"), ("2001-12-14", "2001-12-14"), ("12.4", 12.4), ("535.104.05", "535.104.05"), (".5", 0.5),
+    ("1e3", 1000.0), ("+1", 1), ("-", "-"), ("0.5.1", "0.5.1"),
+]
+
+
+@pytest.mark.parametrize(("text", "value"), KUBECTL_SCALARS, ids=[t for t, _ in KUBECTL_SCALARS])
+def test_plain_scalars_resolve_as_go_yaml_v2(text: str, value: object) -> None:
+    got = resolve_plain(text)
+    assert got == value and type(got) is type(value)
+
+
+def test_gpu_on_in_a_node_selector_is_reported_as_the_api_server_rejects_it(tmp_path: Path) -> None:
+    f = write(tmp_path, "p.yaml", GPU_POD.replace("spec:\n", "spec:\n  nodeSelector: {gpu: on}\n", 1))
+    code, out = lint_json(str(f))
+    assert code == 1
+    (bad,) = [x for x in out["findings"] if x["rule"] == "yaml-non-string-value"]
+    assert (bad["pointer"], bad["line"], bad["severity"]) == ("/spec/nodeSelector/gpu", 5, "error")
+    assert bad["message"].startswith("nodeSelector 'gpu' is the boolean true")
+
+
+# ------------------------------------------------------------------------------------------ duplicate keys
+
+
+def test_a_duplicate_key_is_a_warning_with_both_lines_and_the_last_value_is_linted(tmp_path: Path) -> None:
+    # The args written last say bfloat16 on a T4: the object is linted as the API server keeps it.
+    f = write(tmp_path, "dup.yaml", GPU_POD.replace("    args: [--dtype=bfloat16]\n",
+                                                    "    args: [--dtype=half]\n    args: [--dtype=bfloat16]\n"))
+    code, out = lint_json(str(f), "--nodes", str(T4_NODES))
+    assert code == 1 and out["errors"] == []
+    (dup,) = [x for x in out["findings"] if x["rule"] == "yaml-duplicate-key"]
+    assert (dup["pointer"], dup["line"], dup["severity"]) == ("/spec/containers/0/args", 9, "warning")
+    assert dup["message"].startswith("key 'args' is written twice in one mapping (lines 8 and 9)")
+    assert any(x["rule"] == "dtype-unsupported-by-gpu" and x["line"] == 9 for x in out["findings"])
+
+
+def test_a_duplicate_key_in_a_list_item_names_the_item() -> None:
+    text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a, name: b}\n"
+    (doc,) = parse_text("l.yaml", text).documents
+    assert [(d.pointer, d.first_line, d.line) for d in doc.duplicates] == [("/items/0/metadata/name", 6, 6)]
+    assert doc.data["items"][0]["metadata"]["name"] == "b"
+
+
+def test_duplicate_keys_stay_errors_in_compatchecks_own_files(tmp_path: Path) -> None:
+    cfg = write(tmp_path, ".compatcheck.yaml", "apiVersion: compatcheck/v1\nfailOn: error\nfailOn: warning\n")
+    proc = run("lint", "--config", str(cfg), str(write(tmp_path, "p.yaml", GPU_POD)))
+    assert proc.returncode == 2
+    assert "duplicate key 'failOn' (first defined on line 2)" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ what is skipped
+
+
+def test_non_kubernetes_json_is_skipped_quietly_in_a_walk(tmp_path: Path) -> None:
+    write(tmp_path, "tsconfig.json", '{\n  // comments are not JSON\n  "compilerOptions": {"strict": true,},\n}\n')
+    write(tmp_path, "dashboard.json", json.dumps({"title": "GPUs", "panels": [{"type": "graph"}]}))
+    container = {"name": "c", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                 "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}
+    write(tmp_path, "pod.json", json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                            "spec": {"containers": [container]}}))
+    code, out = lint_json(str(tmp_path))
+    assert code == 1 and out["errors"] == [] and out["skipped"] == []
+    assert out["summary"]["files"] == 3 and out["summary"]["objects"] == 1
+    assert {x["rule"] for x in out["findings"]} == {"extended-resource-invalid"}
+
+
+def test_broken_json_that_claims_to_be_kubernetes_is_still_an_error(tmp_path: Path) -> None:
+    f = write(tmp_path, "pod.json", '{"apiVersion": "v1", "kind": "Pod",,}')
+    code, out = lint_json(str(tmp_path))
+    assert code == 2 and [(e["file"], e["line"]) for e in out["errors"]] == [(str(f), 1)]
+
+
+def test_envsubst_and_go_templates_outside_a_chart_are_skipped_with_a_note(tmp_path: Path) -> None:
+    write(tmp_path, "env.yaml", GPU_POD.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: ${GPUS}"))
+    write(tmp_path, "tag.yaml", GPU_POD.replace("v0.9.2", "${TAG}"))
+    write(tmp_path, "go.yaml", GPU_POD.replace("nvidia.com/gpu: 1", 'nvidia.com/gpu: "{{ .gpus }}"'))
+    # A shell script in args is no template: ${HOME} is the shell's.
+    write(tmp_path, "shell.yaml", GPU_POD.replace("args: [--dtype=bfloat16]",
+                                                  'args: ["sh", "-c", "cd ${HOME} && run"]'))
+    _code, out = lint_json(str(tmp_path))
+    assert out["errors"] == []
+    assert sorted((Path(s["file"]).name, s["line"]) for s in out["skipped"]) == [
+        ("env.yaml", 9), ("go.yaml", 1), ("tag.yaml", 1)]  # env.yaml: ${GPUS} in a flow mapping is no YAML
+    assert all("looks like an unrendered template" in s["reason"] for s in out["skipped"])
+    assert out["summary"]["objects"] == 1 and not any(x["rule"] == "extended-resource-invalid" for x in out["findings"])
+
+
+def test_helm_values_files_are_skipped_with_a_note(tmp_path: Path) -> None:
+    write(tmp_path, "values.yaml", "resources:\n  limits:\n    nvidia.com/gpu: '{{ .Values.gpus }}'\n"
+                                   "image: {tag: on}\n")
+    write(tmp_path, "values-prod.yml", "replicaCount: 2\n")
+    write(tmp_path, "values-pod.yaml", GPU_POD)  # named like one, but a manifest: linted
+    _code, out = lint_json(str(tmp_path))
+    assert out["errors"] == []
+    assert sorted(Path(s["file"]).name for s in out["skipped"]) == ["values-prod.yml", "values.yaml"]
+    assert all(s["reason"].startswith("a Helm values file, not a manifest") for s in out["skipped"])
+    assert out["summary"]["objects"] == 1
+
+
+# ------------------------------------------------------------------------------------------ exclusions
+
+
+def _tree(tmp_path: Path) -> Path:
+    bad = GPU_POD.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5")
+    for rel in ("deploy/a.yaml", "deploy/vendor/b.yaml", "charts/x/templates/c.yaml", "deploy/keep/vendor.yaml",
+                "legacy/d.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(bad)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    return tmp_path
+
+
+def _files(out: dict, root: Path) -> list[str]:
+    return sorted({str((root / f["file"]).resolve().relative_to(root.resolve())) for f in out["findings"]})
+
+
+def test_exclude_has_gitignore_semantics(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    # vendor/ matches a directory at any depth (not the file vendor.yaml); /legacy is anchored; ** spans dirs.
+    _code, out = lint_json(".", "--exclude", "vendor/", "--exclude", "/legacy", "--exclude", "charts/**/templates",
+                           cwd=root)
+    assert _files(out, root) == ["deploy/a.yaml", "deploy/keep/vendor.yaml"]
+    _code, out = lint_json(".", "--exclude", "*.yaml", "--exclude", "!a.yaml", cwd=root)
+    assert _files(out, root) == ["deploy/a.yaml"]
+    # Files named on the command line are excluded too (pre-commit passes them by name).
+    _code, out = lint_json("deploy/vendor/b.yaml", "deploy/a.yaml", "--exclude", "vendor/", cwd=root)
+    assert _files(out, root) == ["deploy/a.yaml"]
+
+
+def test_config_paths_are_relative_to_the_config_file_from_a_subdirectory(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / ".compatcheck.yaml").write_text(
+        "apiVersion: compatcheck/v1\nexclude: [vendor/, /legacy]\n"
+        "exemptions:\n- {rules: [extended-resource-invalid], paths: ['deploy/keep/**']}\n")
+    for cwd in (root, root / "deploy", root / "deploy" / "keep"):
+        _code, out = lint_json(str(root), cwd=cwd)
+        assert _files(out, root) == ["charts/x/templates/c.yaml", "deploy/a.yaml"], cwd
+
+
+def test_a_baseline_matches_from_any_working_directory(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    run("lint", "deploy", "--write-baseline", "baseline.json", cwd=root)
+    entries = json.loads((root / "baseline.json").read_text())["findings"]
+    assert sorted(e["file"] for e in entries) == ["deploy/a.yaml", "deploy/keep/vendor.yaml", "deploy/vendor/b.yaml"]
+    for cwd in (root, root / "deploy" / "vendor"):
+        code, out = lint_json(str(root / "deploy"), "--baseline", str(root / "baseline.json"), cwd=cwd)
+        assert code == 0 and out["findings"] == [], cwd
+
+
+def test_input_left_out_on_purpose_is_no_empty_input_error(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / ".compatcheck.yaml").write_text("apiVersion: compatcheck/v1\nexclude: [vendor/]\n")
+    # pre-commit passes a changed file that the config leaves out: nothing to lint, and that is fine.
+    proc = run("lint", "deploy/vendor/b.yaml", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    # A path that holds nothing at all is still the mistake it was.
+    (root / "empty").mkdir()
+    proc = run("lint", "empty", cwd=root)
+    assert proc.returncode == 2 and "no files to lint" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ big repositories
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.io}
+spec:
+  versions:
+  - name: v1
+    schema:
+      openAPIV3Schema: {type: object, description: "not: [valid YAML"
+"""
+
+
+def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None:
+    # The CRD is not even valid YAML (an unclosed flow mapping): it is never composed, so no error; the documents
+    # after it keep their file lines and document numbers.
+    text = f"{CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
+    from compatcheck.io.lint import may_matter
+
+    result = parse_text("repo.yaml", text, wanted=may_matter)
+    assert result.errors == [] and result.skipped == 2
+    assert [(d.index, d.line, d.locate("/spec/containers/0/image")[0]) for d in result.documents] == [
+        (1, 10, 16), (3, 24, 30)]
+    # Without the filter (compatcheck's own readers) everything is parsed, and the CRD is an error.
+    assert parse_text("repo.yaml", text).errors
+
+
+def test_a_repository_of_crds_lints_in_bounded_memory(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    schema = "".join(f"          f{i}: {{type: string, description: '{'x' * 200}'}}\n" for i in range(12_000))
+    for i in range(12):  # 12 files of ~3 MB of CRD, one GPU Pod at the end of each
+        body = CRD.replace('{type: object, description: "not: [valid YAML"', "\n        type: object\n"
+                                                                             "        properties:\n" + schema)
+        write(tmp_path, f"crds{i}.yaml", f"{body}---\n{GPU_POD.replace('name: p', f'name: p{i}')}")
+    # The lint runs as the child of a small parent that reports the peak RSS of its children (this one only).
+    parent = ("import json, resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, "
+              "text=True); print(json.dumps([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, p.stdout]))")
+    proc = subprocess.run([sys.executable, "-c", parent, sys.executable, "-m", "compatcheck", "lint", str(tmp_path),
+                           "--format", "json"], capture_output=True, text=True, timeout=300)
+    peak_kb, stdout = json.loads(proc.stdout)
+    out = json.loads(stdout)
+    assert out["errors"] == [] and out["summary"]["objects"] == 12
+    assert out["summary"]["documentsWithoutPodSpecs"] == 12
+    size_mb = sum(p.stat().st_size for p in tmp_path.iterdir()) / 1e6
+    assert peak_kb / 1024 < 100, f"peak RSS {peak_kb / 1024:.0f} MB for {size_mb:.0f} MB of CRDs"
+
+
+def test_fix_writes_nothing_into_a_file_with_a_duplicate_key(tmp_path: Path) -> None:
+    # ruamel's round-trip loader would keep the first value where kubectl keeps the last: no fix goes in.
+    crl = Path(__file__).resolve().parents[1] / "fixtures" / "crl-default-missing" / "crl.yaml"
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "crl-default-missing" / "fail.optional.yaml").read_text()
+    f = write(tmp_path, "dup.yaml", text.replace("  name: app\n", "  name: app\n  name: app2\n", 1))
+    proc = run("fix", str(f), "--crl", str(crl))
+    assert f.read_text() == text.replace("  name: app\n", "  name: app\n  name: app2\n", 1)
+    assert "skipped fix for crl-default-missing: a key is written twice in it (yaml-duplicate-key): remove the " \
+           "duplicate first" in proc.stderr
