@@ -937,3 +937,24 @@ def test_a_webhook_down_refuses_gpu_objects_only(kapi: KubeAPIServer, chart: Ins
     finally:
         chart.hook.start()
     assert kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4})).stdout == "pod/gpu created\n"
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+def test_a_kai_gpu_fraction_pod_reaches_the_webhook_through_the_charts_cel(kapi: KubeAPIServer, chart: Install,
+                                                                          kind: str) -> None:
+    """KAI Scheduler's GPU sharing: no container asks for nvidia.com/gpu, the gpu-fraction annotation does. The
+    real API server evaluates the chart's matchConditions and sends it; the rules see a GPU pod and deny."""
+    ns = namespace(kapi.client(), "chart-kai")
+    pod = gpu_pod("p", CUDA13, nodeSelector={"pool": T4}, schedulerName="kai-scheduler")
+    del pod["spec"]["containers"][0]["resources"]
+    annotations = {"gpu-fraction": "0.5"}
+    obj = workload(kind, "kai", pod)
+    if kind == "Pod":
+        obj["metadata"]["annotations"] = annotations
+    else:
+        obj["spec"]["template"]["metadata"]["annotations"] = annotations
+    out = kubectl_apply(kapi, ns, obj)
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", denied(kind, ns, "kai"))
+    del (obj["metadata"] if kind == "Pod" else obj["spec"]["template"]["metadata"])["annotations"]
+    out = kubectl_apply(kapi, ns, obj, "--dry-run=server")  # no annotation, no GPU request: admitted
+    assert out.returncode == 0, out.stderr
