@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core import knowledge
+from compatcheck.core.images import ImageFacts
 from compatcheck.core.knowledge import (
     Architecture,
     DriverVerdict,
@@ -270,3 +271,38 @@ def test_memo_caches_none_and_stops_growing_at_its_limit(monkeypatch: pytest.Mon
     ("A100-mig-7g.80gb+me", "A100"), ("SHARED", "SHARED"), ("MIG-1g.5gb", "MIG-1g.5gb")])
 def test_normalise_product(label: str, name: str) -> None:
     assert normalise_product(label) == name
+
+
+# ------------------------------------------------------------------ floating tags (image profiles with `floating`)
+FLOATING = {"image-profiles": [
+    {"name": "serve", "pattern": r"^serve:v(?P<version>[\d.]+)$", "floating": r"^serve(?::latest)?$", "source": "S",
+     "framework": "serve", "versions": [{"from": "1.0", "before": "2.0", "cuda": "12.4", "source": "R1"},
+                                        {"from": "2.0", "cuda": "12.1", "source": "R2"},
+                                        {"equals": "0.9", "source": "R0", "noCudaRuntime": True}]},
+    {"name": "tool", "pattern": r"^tool:v(?P<version>[\d.]+)$", "floating": r"^tool:latest$", "source": "T",
+     "framework": "tool",
+     "versions": [{"from": "1", "source": "R", "noCudaRuntime": True}]}]}
+
+
+def test_a_floating_tag_holds_only_the_lowest_cuda_of_every_release() -> None:
+    facts = KnowledgeBase.from_tables(FLOATING).image_facts("serve:latest")
+    assert facts == ImageFacts(
+        "serve:latest", "serve", cuda_at_least=cuda("12.1"), framework="serve",
+        origin="image serve:latest, a floating tag: every serve release in the table carries CUDA 12.1 or newer",
+        reason="serve:latest floats over serve releases")
+    assert facts is not None and facts.sources == ("S",) and facts.cuda is None
+
+
+def test_a_floating_tag_over_releases_without_a_cuda_gives_no_bound() -> None:
+    facts = KnowledgeBase.from_tables(FLOATING).image_facts("tool:latest")
+    assert facts == ImageFacts("tool:latest", "tool", origin="image tool:latest", framework="tool",
+                               reason="tool:latest floats over tool releases")
+    assert facts is not None and facts.sources == ("T",) and facts.cuda_at_least is None
+
+
+def test_a_pinned_tag_of_a_floating_family_is_read_from_its_release() -> None:
+    kb = KnowledgeBase.from_tables(FLOATING)
+    pinned = kb.image_facts("serve:v1.5")
+    assert pinned is not None and (pinned.cuda, pinned.cuda_at_least, pinned.framework_version) == (
+        cuda("12.4"), None, parse_version("1.5"))
+    assert kb.image_facts("other:latest") is None
