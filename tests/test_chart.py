@@ -198,6 +198,19 @@ def test_rbac_is_least_privilege(helm: str) -> None:
     assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cc-compatcheck-tls"],
             "verbs": ["get", "update"]} in tls["rules"]
     assert not any(o["kind"] in ("ClusterRole", "Role") for o in template(helm, *MODES["no-live-view"]))
+    # the DRA objects: read-only, and only with clusterView.dra
+    dra = [r for r in cluster_rules if "resource.k8s.io" in r["apiGroups"]]
+    assert dra == [{"apiGroups": ["resource.k8s.io"], "verbs": ["get", "list", "watch"],
+                    "resources": ["resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"]}]
+    kserve = [r for r in cluster_rules if "serving.kserve.io" in r["apiGroups"]]
+    assert kserve == [{"apiGroups": ["serving.kserve.io"], "verbs": ["get", "list", "watch"],
+                       "resources": ["servingruntimes", "clusterservingruntimes"]}]
+    assert not any("serving.kserve.io" in r["apiGroups"] for o in by_kind(
+        template(helm, "--set", "clusterView.servingRuntimes=false"), "ClusterRole") for r in o["rules"])
+    off = template(helm, "--set", "clusterView.dra=false")
+    assert not any("resource.k8s.io" in r["apiGroups"] for o in by_kind(off, "ClusterRole") for r in o["rules"])
+    (cfg,) = by_kind(off, "ValidatingWebhookConfiguration")
+    assert not any("resource.k8s.io" in r["apiGroups"] for wh in cfg["webhooks"] for r in wh["rules"])
 
 
 def test_webhook_scope(helm: str) -> None:
@@ -207,7 +220,8 @@ def test_webhook_scope(helm: str) -> None:
     names = [w["name"] for w in val["webhooks"]]
     assert names == ["pods.validate.compatcheck.io", "workloads.validate.compatcheck.io",
                      "cronjobs.validate.compatcheck.io", "podtemplates.validate.compatcheck.io",
-                     "custom-resources.validate.compatcheck.io", "crl-configmaps.validate.compatcheck.io"]
+                     "resource-claims.validate.compatcheck.io", "custom-resources.validate.compatcheck.io",
+                     "crl-configmaps.validate.compatcheck.io"]
     pods = val["webhooks"][0]
     excluded = pods["namespaceSelector"]["matchExpressions"][0]
     assert excluded["operator"] == "NotIn" and excluded["values"] == ["kube-system", "kube-node-lease",
@@ -349,7 +363,8 @@ def test_match_conditions_select_gpu_objects_and_crls(helm: str, webhook: str, o
 # ---------------------------------------------------------------------------------------------- routing = the table
 
 # The table's kinds that are cluster-scoped (every other one is namespaced).
-CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime")}
+CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime"),
+                        ("trainer.kubeflow.org", "ClusterTrainingRuntime")}
 # Groups of the table that no supported API server serves: extensions/v1beta1 workloads went in Kubernetes 1.16.
 # The table keeps them for old manifests in the linter; the API server sends their apps/v1 equivalents
 # (matchPolicy: Equivalent).
@@ -359,10 +374,13 @@ NOT_SERVED_GROUPS = {"extensions"}
 def table_routes() -> dict[tuple[str, str], str]:
     """What the chart must route, from the table (the source of truth): (group, resource) -> scope of every kind
     that carries a pod spec. Resources are the kinds' lower-case plurals (fixtures/_workloads is named by them)."""
+    from compatcheck.core.dra import GROUP, REVIEWED_KINDS
     from compatcheck.core.workloads import WORKLOAD_KINDS
 
-    return {(g, wk.kind.lower() + "s"): "Cluster" if (g, wk.kind) in CLUSTER_SCOPED_KINDS else "Namespaced"
-            for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups if g not in NOT_SERVED_GROUPS}
+    routes = {(g, wk.kind.lower() + "s"): "Cluster" if (g, wk.kind) in CLUSTER_SCOPED_KINDS else "Namespaced"
+              for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups if g not in NOT_SERVED_GROUPS}
+    # and the DRA objects the webhook reviews of its own (dra-request-unsatisfiable)
+    return routes | {(GROUP, kind.lower() + "s"): "Namespaced" for kind in REVIEWED_KINDS}
 
 
 def chart_routes(cfg: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
@@ -424,7 +442,39 @@ def test_each_kind_reaches_one_webhook_whose_cel_sends_it(helm: str) -> None:
                 cpu = json.loads(json.dumps(obj).replace('"nvidia.com/gpu"', '"cpu"'))
                 assert bool(program.evaluate(celpy.json_to_cel({"object": cpu}))) is False, (path.name, cond["name"])
             checked += 1
-    assert checked == 2 * len(table_routes())  # one manifest per routed resource
+    from compatcheck.core.dra import REVIEWED_KINDS
+
+    assert checked == 2 * (len(table_routes()) - len(REVIEWED_KINDS))  # one manifest per routed workload resource
+
+
+def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> None:
+    """A pod spec with resourceClaims and no extended resource is sent (its GPUs may come from its claims); the
+    ResourceClaims and templates themselves go to a webhook without a CEL filter."""
+    celpy = pytest.importorskip("celpy")
+    (cfg,) = by_kind(template(helm), "ValidatingWebhookConfiguration")
+    env = celpy.Environment()
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        "containers": [{"name": "c", "image": "vllm/vllm-openai:v0.6.3", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+              "spec": {"template": {"spec": pod["spec"]}}}
+    for obj, sent in ((pod, True), (deploy, True), ({**pod, "spec": {**pod["spec"], "resourceClaims": []}}, False)):
+        (hook,) = _matching(cfg, obj)
+        (cond,) = hook["matchConditions"]
+        program = env.program(env.compile(cond["expression"]))
+        assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is sent, obj
+    kai = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5"}},
+           "spec": {"containers": [{"name": "c", "image": "nvidia/cuda:13.0.2-base-ubi8"}]}}
+    kai_deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {
+        "metadata": {"annotations": {"gpu-memory": "2000"}}, "spec": kai["spec"]}}}
+    for obj in (kai, kai_deploy):  # KAI Scheduler's GPU sharing: the GPU is in an annotation
+        (hook,) = _matching(cfg, obj)
+        (cond,) = hook["matchConditions"]
+        assert bool(env.program(env.compile(cond["expression"])).evaluate(celpy.json_to_cel({"object": obj})))
+    for kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        (hook,) = _matching(cfg, {"apiVersion": "resource.k8s.io/v1", "kind": kind})
+        assert hook["name"] == "resource-claims.validate.compatcheck.io" and "matchConditions" not in hook
+
 
 
 def test_registry_lookups_are_on_with_the_public_allowlist_and_no_credentials(helm: str) -> None:

@@ -22,7 +22,10 @@ import pytest
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.crl import CrlIndex, build_index
+from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
+from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Applicability, DuplicateKey, Finding
 from compatcheck.core.patches import apply_fixes
 from compatcheck.io.lint import duplicates_in
@@ -50,7 +53,10 @@ def _objects_with_duplicates(path: Path) -> list[tuple[dict, list[DuplicateKey]]
     return [(obj, duplicates_in(doc, p)) for doc in parsed.documents for p, obj in iter_objects(doc)]
 
 
-def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
+def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, Any]]) -> EvalContext:
+    """The case's context: its nodes file, the CRLs beside it, and (as lint does) the DRA objects of the case
+    file itself (DeviceClasses, ResourceClaims and templates that its pods' claims resolve to) and its KServe
+    ServingRuntimes."""
     nodes = rule_dir / f"nodes.{case}.yaml"
     if not nodes.exists():
         nodes = rule_dir / "nodes.yaml"
@@ -62,7 +68,8 @@ def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
     if (rule_dir / "crl.yaml").exists():
         crl, invalid = build_index(_objects(rule_dir / "crl.yaml"))
         assert not invalid, invalid
-    return EvalContext(loaded.kb, cluster, crl)
+    return EvalContext(loaded.kb, cluster, crl, dra=build_dra_index(o for o in objects if is_dra(o)),
+                       serving_runtimes=build_runtime_index(objects))
 
 
 @pytest.mark.parametrize(("rule_id", "kind", "case", "path"),
@@ -70,8 +77,8 @@ def _context(loaded: Loaded, rule_dir: Path, case: str) -> EvalContext:
                          ids=[f"{c[0]}/{c[1]}.{c[2]}" for c in CASES if ONLY is None or c[0] == ONLY])
 def test_fixture(loaded: Loaded, rule_id: str, kind: str, case: str, path: Path) -> None:
     rule = loaded.ruleset.get(rule_id)
-    ctx = _context(loaded, path.parent, case)
     objects = _objects_with_duplicates(path)
+    ctx = _context(loaded, path.parent, case, [obj for obj, _dups in objects])
     assert objects, f"{path} holds no Kubernetes object"
     results = [evaluate(obj, [rule], ctx, duplicates=dups) for obj, dups in objects]
     for r in results:

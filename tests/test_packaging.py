@@ -57,7 +57,7 @@ def test_missing_builtin_rules_are_an_error_not_an_empty_rule_set(monkeypatch: p
 # when asked for it (YAML(typ="safe", pure=False) in compatcheck/io/manifests.py), never imported by name.
 IMPORTS = {"ruamel.yaml": "ruamel", "ruamel.yaml.clib": None, "jsonschema": "jsonschema", "aiohttp": "aiohttp",
            "kubernetes": "kubernetes", "cryptography": "cryptography", "prometheus.client": "prometheus_client",
-           "orjson": "orjson", "jsonpatch": "jsonpatch", "pathspec": "pathspec"}
+           "orjson": "orjson", "jsonpatch": "jsonpatch", "pathspec": "pathspec", "cel.python": "celpy"}
 
 
 def _requires(wheel: Path) -> dict[str, set[str]]:
@@ -81,7 +81,7 @@ def test_every_dependency_is_imported_and_the_lint_install_pulls_no_webhook_pack
     import ast
 
     requires = _requires(wheel)
-    assert requires[""] == {"ruamel.yaml", "ruamel.yaml.clib", "jsonschema", "pathspec"}
+    assert requires[""] == {"ruamel.yaml", "ruamel.yaml.clib", "jsonschema", "pathspec", "cel.python"}  # CEL: DRA
     assert requires["webhook"] == {"aiohttp", "kubernetes", "cryptography", "prometheus.client", "orjson",
                                    "jsonpatch"}
     imported: dict[str, set[str]] = {}

@@ -143,6 +143,24 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     # KubeShare
     "sharepods.sharedgpu.goc.yaml": [
         ("/spec/nodeSelector", "cuda", r470("12.4", "image nvidia/cuda:12.4.1-base-ubuntu22.04", 550))],
+    # NVIDIA NIM Operator, Dynamo, Grove
+    "nimservices.apps.nvidia.com.yaml": [
+        ("/spec/nodeSelector", "nim", r470("12.8", "annotation compatcheck.io/cuda-runtime", 570))],
+    "dynamographdeployments.nvidia.com.yaml": [
+        ("/spec/components/1/podTemplate/spec/nodeSelector", "main",
+         r470("12.9", "annotation compatcheck.io/cuda-runtime", 575))],
+    "podcliquesets.grove.io.yaml": [("/spec/template/cliques/0/spec/podSpec/nodeSelector", "model-worker",
+                                     r470("12.4", "image vllm/vllm-openai:v0.6.3", 550))],
+    # Kubeflow Trainer v2 (a TrainJob is placed by its runtime: nothing of its own pins a driver)
+    "trainingruntimes.trainer.kubeflow.org.yaml": [
+        ("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector", "node",
+         r470("12.4", "image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", 550))],
+    "clustertrainingruntimes.trainer.kubeflow.org.yaml": [
+        ("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector", "node",
+         r470("12.4", "image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", 550))],
+    "trainjobs.trainer.kubeflow.org.yaml": [],
+    # vLLM production-stack (no placement fields: nothing pins a driver)
+    "vllmruntimes.production-stack.vllm.ai.yaml": [],
 }
 
 # Known gaps: the finding written above is the right one, and compatcheck does not give it yet (strict: a fix

@@ -163,10 +163,14 @@ def _warnings(findings: list[Finding], problems: list[str]) -> list[str]:
 
 
 def _is_owned_pod(obj: JsonObject) -> bool:
-    if obj.get("kind") != "Pod":
+    """A Pod with a controller owner, or a ResourceClaim the resourceclaim controller made for a Pod from its
+    template: their owner (the template) was admitted already."""
+    kind = obj.get("kind")
+    if kind not in ("Pod", "ResourceClaim"):
         return False
     refs = mapping(obj.get("metadata")).get("ownerReferences")
-    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True for r in refs)
+    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True and (
+        kind == "Pod" or r.get("kind") == "Pod") for r in refs)
 
 
 def _opted_out(obj: JsonObject) -> bool:
@@ -219,7 +223,11 @@ class EvaluationCache:
         meta = mapping(obj.get("metadata"))
         reduced = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
         reduced["metadata"] = (meta.get("annotations"), meta.get("labels"))
-        return hashlib.blake2b(dumps(reduced), digest_size=16).digest()
+        data = dumps(reduced)
+        # DRA: the claims and templates a pod (or a NIMService) names are looked up in its namespace
+        if b'"resourceClaims"' in data or b'"draResources"' in data:
+            data += dumps(meta.get("namespace"))
+        return hashlib.blake2b(data, digest_size=16).digest()
 
     def evaluate(self, obj: JsonObject, ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
                  severities: dict[str, Severity], suppressions: bool) -> Evaluated:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from compatcheck.core.dra import Inventory
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.model import Diagnostic, Severity
@@ -774,9 +775,11 @@ def _with(bucket: Bucket | None, pos: int) -> Bucket:
 class Cluster:
     """Node classes of one snapshot of a cluster, and placement over all its nodes."""
 
-    def __init__(self, classes: list[NodeClass], node_count: int) -> None:
+    def __init__(self, classes: list[NodeClass], node_count: int, dra: Inventory | None = None) -> None:
         self.classes = classes
         self.node_count = node_count
+        # The DRA devices ResourceSlices publish; None when nothing says (no slices were read, none are watched).
+        self.dra = dra
         # Admission plugins the cluster's API server runs that change what a pod tolerates (a ClusterProfile's
         # ``admissionPlugins``; see ``ADMISSION_PLUGINS``).
         self.admission_plugins: frozenset[str] = frozenset()
@@ -804,6 +807,19 @@ class Cluster:
         if not p.per_node:
             return sum(cls.count for cls in self.classes if p.admits(None, cls.labels))
         return self._node_index().count(p)
+
+    def admitted_nodes(self, spec: JsonObject) -> dict[str, tuple[NodeClass, NodeRecord]]:
+        """The nodes a pod can land on, by name: nodeSelector, nodeName and required affinity admit them and the
+        pod tolerates their taints (for the devices DRA can give it there)."""
+        p = _Placement.of(self._known(spec))
+        out: dict[str, tuple[NodeClass, NodeRecord]] = {}
+        for cls in self.placement(spec):
+            if untolerated_taints(spec, cls):
+                continue
+            for rec in cls.members:
+                if not p.per_node or p.admits(rec.name, {**cls.labels, **rec.placement_labels()}):
+                    out[rec.name] = (cls, rec)
+        return out
 
     def _known(self, spec: JsonObject) -> JsonObject:
         """``spec``'s placement without what it says about ``unknown_keys`` (a term that said nothing else admits
@@ -927,8 +943,8 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
         allocatable: JsonObject = {str(k): v for k, v in (pool.get("resources") or {}).items()}
         gpus = pool.get("gpusPerNode", 1)
         if "gpu" in pool:
-            labels["nvidia.com/gpu.product"] = str(pool["gpu"])
-            known = kb.product(str(pool["gpu"]))
+            labels["nvidia.com/gpu.product"] = str(pool["gpu"]).replace(" ", "-")  # GFD: NVML's name, dashed
+            known = kb.product(labels["nvidia.com/gpu.product"])
             if known is None and "computeCapability" not in pool:
                 problem("gpu", f"GPU {pool['gpu']!r} is not in the gpu-products table; add computeCapability")
         for key, parse in (("computeCapability", parse_compute_capability), ("driver", parse_driver_version),
@@ -950,6 +966,10 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
             else:
                 _set_version(labels, "nvidia.com/cuda.runtime-version", version)
         sharing = pool.get("sharing", "none")
+        if pool.get("dra") and (sharing != "none" or pool.get("vgpu")):
+            problem("dra", "a DRA pool shares its GPUs per claim (the driver's sharing config), not with sharing or "
+                           "vgpu")
+            continue
         if sharing in ("time-slicing", "mps"):
             replicas = pool.get("replicas", 1)
             if replicas < 2:
@@ -974,7 +994,7 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
         else:
             labels["nvidia.com/gpu.sharing-strategy"] = "none"
             # GPU-Manager nodes advertise only tencent.com/vcuda-*; HAMi keeps nvidia.com/gpu.
-            if gpus and (pool.get("vgpu") or {}).get("type") != "gpu-manager":
+            if gpus and (pool.get("vgpu") or {}).get("type") != "gpu-manager" and not pool.get("dra"):
                 allocatable.setdefault("nvidia.com/gpu", gpus)
         vgpu = pool.get("vgpu") or {}
         if "baselineCuda" in vgpu:
@@ -990,6 +1010,7 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
             allocatable.setdefault("nvidia.com/gpumem", vgpu.get("memoryMiB", 16384) * gpus)
             allocatable.setdefault("nvidia.com/gpucores", 100 * gpus)
         taints = pool.get("taints") or []
+        slices: list[JsonObject] = []
         os_name, arch = str(pool.get("os", "linux")), str(pool.get("arch", "amd64"))
         zones = [str(z) for z in pool.get("zones") or []]
         for n in range(pool.get("count", 1)):
@@ -1004,9 +1025,43 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
                 "spec": {"taints": taints},
                 "status": {"allocatable": allocatable, "nodeInfo": {"operatingSystem": os_name, "architecture": arch}},
             })
+            if pool.get("dra") and gpus:
+                slices.append(_dra_slice(node_name, gpus, labels, pool, kb))
+        nodes.extend(slices)
     return nodes, errors
 
 
+def _dra_slice(node: str, gpus: int, labels: dict[str, str], pool: JsonObject, kb: KnowledgeBase) -> JsonObject:
+    """The ResourceSlice NVIDIA's DRA driver would publish for a node of a ``dra: true`` pool: ``gpus`` devices with
+    the attributes of ``cmd/gpu-kubelet-plugin/deviceinfo.go`` that the profile knows (versions as the driver
+    writes them: semver, without leading zeros)."""
+    attrs: dict[str, JsonObject] = {"type": {"string": "gpu"}}
+    if "gpu" in pool:
+        attrs["productName"] = {"string": str(pool["gpu"])}
+    known = kb.product(str(pool["gpu"]).replace(" ", "-")) if "gpu" in pool else None
+    major, minor = labels.get("nvidia.com/gpu.compute.major"), labels.get("nvidia.com/gpu.compute.minor")
+    cc = parse_compute_capability(f"{major}.{minor or 0}") if major else (
+        known.compute_capability if known is not None else None)
+    if cc is not None:
+        attrs["cudaComputeCapability"] = {"version": f"{cc.major}.{cc.minor}.0"}
+        arch = kb.architecture(cc)
+        if arch is not None:
+            attrs["architecture"] = {"string": arch.name}
+    full = labels.get(DRIVER_FULL_LABEL)
+    if full:
+        parts = [int(p) for p in full.split(".")[:3]] + [0, 0]
+        attrs["driverVersion"] = {"version": f"{parts[0]}.{parts[1]}.{parts[2]}"}
+    cmaj = labels.get("nvidia.com/cuda.runtime-version.major")
+    cmin = labels.get("nvidia.com/cuda.runtime-version.minor")
+    if cmaj:
+        attrs["cudaDriverVersion"] = {"version": f"{cmaj}.{cmin or 0}.0"}
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": f"gpu-{k}", "attributes": attrs} for k in range(gpus)]},
+    }
 # The cloud provider's labels of a Node, which a ClusterProfile gives only if its author says so (zones, region,
 # instanceType). When no pool of a profile gives one, the cluster is silent about it (``Cluster.unknown_keys``).
 PROVIDER_LABELS = frozenset({

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
 from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
@@ -35,6 +36,7 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     ``duplicates``: the keys the YAML reader saw twice in ``obj`` (it kept the last, as kubectl does)."""
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj)
+    resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}
@@ -49,7 +51,12 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         analysis = PodAnalysis(pod, ctx)
         # Most rules only concern GPU pods; the split is made once per rule set, not tested per rule.
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
-            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems)
+            # An operator's flat spec is read as a container it is not: no patch is offered against it.
+            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat)
+        for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
+            if (pointer, message) not in seen_problems:
+                seen_problems.add((pointer, message))
+                result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
     return result
 
 
@@ -63,7 +70,7 @@ def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, resul
 
 
 def _collect(rule: Rule, outcomes: list[Outcome], result: EvalResult, ref: ObjectRef,
-             severities: dict[str, Severity], seen_problems: set[tuple[str, str]]) -> None:
+             severities: dict[str, Severity], seen_problems: set[tuple[str, str]], *, fixable: bool = True) -> None:
     if not outcomes:
         return
     severity = severities.get(rule.id, rule.severity)
@@ -74,4 +81,5 @@ def _collect(rule: Rule, outcomes: list[Outcome], result: EvalResult, ref: Objec
                 seen_problems.add(key)
                 result.problems.append(Diagnostic("", o.message, pointer=o.pointer, kind="input", rule_id=rule.id))
             continue
-        result.findings.append(Finding(rule.id, severity, o.message, ref, o.pointer, o.container, o.fix))
+        result.findings.append(Finding(rule.id, severity, o.message, ref, o.pointer, o.container,
+                                       o.fix if fixable else None))

@@ -14,8 +14,12 @@ from compatcheck.core.checks.base import EvalContext, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
+from compatcheck.core.dra import KINDS as DRA_KINDS
+from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
+from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import DuplicateKey, Finding, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import known_kind_names, object_ref
@@ -57,13 +61,16 @@ class LintOptions:
     lookup_stats: imagefacts.LookupStats | None = None
 
 
-_POD_KINDS = known_kind_names()
+# Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
+# templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
+_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS)
 
 
 def may_matter(kind: str, text: str) -> bool:
     """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
-    (``compatcheck.core.workloads``), a List, or a ConfigMap that may be a cf-crl CRL. Every other document (CRDs,
-    dashboards in ConfigMaps, Services, RBAC) is skipped before the position-tracking parse."""
+    (``compatcheck.core.workloads``) or that they read (DRA claims, templates and classes), a List, or a ConfigMap
+    that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is skipped before
+    the position-tracking parse."""
     if kind in _POD_KINDS or kind.endswith("List"):
         return True
     return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
@@ -117,7 +124,13 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # Invalid CRLs among the linted files are findings (crl-configmap-invalid); only --crl ones are errors.
     linted = {pf.path for pf in parsed}
     report.add(e for e in invalid if e.path not in linted)
-    ctx = EvalContext(loaded.kb, cluster, index, admission_plugins=options.config.admission_plugins)
+    # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
+    objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
+    dra = build_dra_index(obj for obj in objects if is_dra(obj))
+    # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
+    runtimes = build_runtime_index(objects)
+    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
+                      admission_plugins=options.config.admission_plugins)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
         ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
@@ -180,8 +193,7 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 report.objects_seen.append((_path(doc, options), object_ref(obj)))
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
-                    report.errors.append(replace(problem, path=path, line=line, column=col,
-                                                 pointer=prefix + problem.pointer))
+                    report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
                 kept = _filter(located, obj, config, remaining, report, result.pods, options.baseline_root)
                 report.findings.extend(kept)
                 if keep is not None:

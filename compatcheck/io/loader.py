@@ -26,6 +26,7 @@ from compatcheck.core.cluster import (
     profile_to_nodes,
 )
 from compatcheck.core.crl import CrlIndex, build_index, claims_crl
+from compatcheck.core.dra import build_inventory
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
@@ -215,7 +216,10 @@ def _sources_in(value: Any, pointer: str) -> list[tuple[str, Any]]:
 def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | None, list[Diagnostic]]:
     """``kubectl get nodes -o yaml|json`` output, Node documents, or a ClusterProfile: the cluster (None when the
     file has errors) and its diagnostics. Errors are of kind ``nodes``; what a node's labels or allocatable say
-    that cannot be read is a warning, once per node class, naming a node and located at its label."""
+    that cannot be read is a warning, once per node class, naming a node and located at its label.
+
+    ResourceSlices and DeviceClasses (``kubectl get resourceslices,deviceclasses -o yaml``), alone or beside the
+    Nodes, are the cluster's DRA inventory; a profile's DRA pools become ResourceSlices too."""
     from ruamel.yaml.error import YAMLError
 
     try:
@@ -240,6 +244,7 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     except RecursionError:
         return None, [Diagnostic(path, "invalid node file: nesting too deep", kind="nodes")]
     nodes: list[dict[str, Any]] = []
+    dra: list[dict[str, Any]] = []  # ResourceSlices and DeviceClasses
     # Where each node came from: (document index, pointer of the Node or of the profile's pool, from a profile?).
     sources: list[tuple[int, str, bool]] = []
     errors: list[Diagnostic] = []
@@ -255,28 +260,38 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
             found: list[dict[str, Any]] = []
             if not problems:
                 found, problems = profile_to_nodes(doc, kb)
+            dra.extend(n for n in found if n.get("kind") != "Node")
+            found = [n for n in found if n.get("kind") == "Node"]
             nodes.extend(found)
             if not problems:  # each pool became ``count`` nodes, in order
                 sources.extend((index, f"/nodePools/{i}", True) for i, pool in enumerate(doc["nodePools"])
                                for _ in range(pool.get("count", 1)))
             errors.extend(replace(p, path=path, message=f"ClusterProfile {p.message}",
                                   line=lines.line(index, p.pointer)) for p in problems)
-        elif kind in ("List", "NodeList") and isinstance(doc.get("items"), list):
+        elif kind in ("List", "NodeList", "ResourceSliceList", "DeviceClassList") and isinstance(
+                doc.get("items"), list):
+            default = {"ResourceSliceList": "ResourceSlice", "DeviceClassList": "DeviceClass"}.get(kind, "Node")
             for i, n in enumerate(doc["items"]):
-                if isinstance(n, dict) and n.get("kind", "Node") == "Node":
+                if isinstance(n, dict) and n.get("kind", default) == "Node":
                     nodes.append(n)
                     sources.append((index, f"/items/{i}", False))
+                elif isinstance(n, dict) and n.get("kind", default) in ("ResourceSlice", "DeviceClass"):
+                    dra.append({**n, "kind": n.get("kind", default)})
         elif kind == "Node":
             nodes.append(doc)
             sources.append((index, "", False))
+        elif kind in ("ResourceSlice", "DeviceClass"):
+            dra.append(doc)
         else:
-            errors.append(Diagnostic(path, f"expected Node, List of Nodes or ClusterProfile, found kind {kind!r}",
-                                     kind="nodes"))
+            errors.append(Diagnostic(path, f"expected Node, List of Nodes, ResourceSlice, DeviceClass or "
+                                           f"ClusterProfile, found kind {kind!r}", kind="nodes"))
     if errors:
         return None, errors
-    if not nodes:
+    if not nodes and not any(o.get("kind") == "ResourceSlice" for o in dra):
         return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
     cluster = build_cluster(nodes, kb)
+    if any(o.get("kind") == "ResourceSlice" for o in dra):
+        cluster.dra = build_inventory(dra)
     cluster.admission_plugins = frozenset(p for doc in docs if isinstance(doc, dict) and doc.get("kind") ==
                                           "ClusterProfile" for p in doc.get("admissionPlugins") or ())
     if all(from_profile for _i, _p, from_profile in sources):  # a hand-written cluster: silent about some labels

@@ -1,8 +1,11 @@
-"""The webhook's view of the cluster: Nodes and CRL ConfigMaps, as an immutable snapshot.
+"""The webhook's view of the cluster: Nodes, CRL ConfigMaps and the Dynamic Resource Allocation objects, as an
+immutable snapshot.
 
-``StaticView`` reads files once. ``LiveView`` lists and watches Nodes and the CRL ConfigMaps in kube-public
-with the real ``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping, re-lists
-on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
+``StaticView`` reads files once. ``LiveView`` lists and watches Nodes, the CRL ConfigMaps in kube-public and, where
+the API server serves ``resource.k8s.io/v1``, ResourceSlices, DeviceClasses, ResourceClaimTemplates and
+ResourceClaims, and where KServe is installed its ServingRuntimes and ClusterServingRuntimes, with the real
+``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping,
+re-lists on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
 snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
 blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied. A Node label
 or allocatable value that cannot be read (a garbage driver version) is logged and counted once, when it appears.
@@ -26,8 +29,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
+from compatcheck.core.cel import warm as warm_cel
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import (
     Cluster,
@@ -39,7 +44,10 @@ from compatcheck.core.cluster import (
     node_record,
 )
 from compatcheck.core.crl import CrlIndex, build_index
+from compatcheck.core.dra import DraIndex, Inventory, build_inventory
+from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.knowledge import KnowledgeBase
+from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import split_pointer
 from compatcheck.io.loader import crl_index, load_crl_objects, load_nodes
@@ -71,10 +79,15 @@ class Snapshot:
     @classmethod
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
            synced: bool = True, nodes_version: str = "", node_problems: int = 0,
+           dra: DraIndex | None = None, runtimes: RuntimeIndex | None = None,
            admission_plugins: frozenset[str] = frozenset()) -> Snapshot:
-        return cls(EvalContext(kb, cluster, index, admission_plugins=admission_plugins), synced,
-                   cluster.node_count if cluster else 0, len(cluster.classes) if cluster else 0,
-                   sum(len(g) for g in index.groups.values()), invalid,
+        ctx = EvalContext(kb, cluster, index, admission_plugins=admission_plugins)
+        if dra is not None:
+            ctx.dra = dra
+        if runtimes is not None:
+            ctx.serving_runtimes = runtimes
+        return cls(ctx, synced, cluster.node_count if cluster else 0,
+                   len(cluster.classes) if cluster else 0, sum(len(g) for g in index.groups.values()), invalid,
                    nodes_version, node_problems)
 
     def publish(self, metrics: Any) -> None:
@@ -233,15 +246,43 @@ class _Lister(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
+def _key(obj: dict[str, Any]) -> str | None:
+    """An object's key in a watcher: its name, behind its namespace for a namespaced one."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        return None
+    return f"{meta['namespace']}/{name}" if meta.get("namespace") else str(name)
+
+
+def _slim_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """What compatcheck reads of a DRA object: kind, name, namespace and spec (no managedFields, no status)."""
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec") or {}}
+
+
+KSERVE_GROUP, KSERVE_VERSION = "serving.kserve.io", "v1alpha1"
+
+# An optional resource (the DRA API, KServe's runtimes) that the API server does not serve (404) or that the chart
+# gave no right to read (403): the view goes on without it and looks again this often.
+ABSENT_RETRY = 60.0
+
+
 class _Watcher(threading.Thread):
     """list + watch of one resource. It owns the current set of (slim) objects; after every change it calls
-    ``changed()``, and readers take a copy with ``values()``."""
+    ``changed()``, and readers take a copy with ``values()``. An ``optional`` resource that cannot be listed
+    (404: not served; 403: not allowed) counts as synced and ``absent`` (nothing is known of it, which is not the
+    same as none existing) until a later list succeeds."""
 
     def __init__(self, name: str, lister: _Lister, kwargs: dict[str, Any],
                  slim: Callable[[dict[str, Any]], Any], changed: Callable[[], None],
-                 on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240) -> None:
+                 on_restart: Callable[[str], None], stop: threading.Event, timeout_seconds: int = 240,
+                 optional: bool = False) -> None:
         super().__init__(name=f"watch-{name}", daemon=True)
         self.resource = name
+        self.optional = optional
+        self.absent = False
         self.lister, self.kwargs, self.slim, self.changed = lister, kwargs, slim, changed
         self.on_restart, self.stop_event, self.timeout_seconds = on_restart, stop, timeout_seconds
         self.items: dict[str, Any] = {}
@@ -275,7 +316,9 @@ class _Watcher(threading.Thread):
             for item in data.get("items") or []:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                items[item["metadata"]["name"]] = self.slim(item)
+                key = _key(item)
+                if key is not None:
+                    items[key] = self.slim(item)
             meta = data.get("metadata") or {}
             token = meta.get("continue")
             del data, resp
@@ -283,7 +326,7 @@ class _Watcher(threading.Thread):
                 break
         version = str(meta.get("resourceVersion") or "")
         with self._lock:
-            self.items, self.version = items, version
+            self.items, self.version, self.absent = items, version, False
         self._followed()
         self.changed()
         self.synced.set()
@@ -341,7 +384,7 @@ class _Watcher(threading.Thread):
                         break
                     kind, obj = event.get("type"), event.get("object") or {}
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                    name = (obj.get("metadata") or {}).get("name")
+                    name = _key(obj)
                     if kind in ("ADDED", "MODIFIED") and name:
                         slim = self.slim(obj)
                         with self._lock:
@@ -364,6 +407,9 @@ class _Watcher(threading.Thread):
                     self.on_restart("gone")
                     log_event(log, logging.INFO, "watch expired (410 Gone), re-listing", resource=self.resource)
                     continue
+                if self.optional and rv is None and exc.status in (403, 404):
+                    self._absent(exc.status)
+                    continue
                 failed = True
                 self._pause(backoff, f"api error {exc.status}")
                 backoff = min(backoff * 2, BACKOFF_MAX)
@@ -373,6 +419,18 @@ class _Watcher(threading.Thread):
                 failed = True
                 self._pause(backoff, f"{type(exc).__name__}: {exc}")
                 backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def _absent(self, status: int) -> None:
+        """The optional resource cannot be listed: the view goes on without it, and lists again later."""
+        if not self.absent:
+            why = "the webhook may not list it (RBAC)" if status == 403 else "the API server does not serve it"
+            log_event(log, logging.WARNING if status == 403 else logging.INFO,
+                      f"not following an optional resource: {why}", resource=self.resource, status=status)
+        with self._lock:
+            self.items, self.version, self.absent = {}, "", True
+        self.changed()
+        self.synced.set()
+        self.stop_event.wait(ABSENT_RETRY)
 
     def _pause(self, backoff: float, reason: str) -> None:
         self.on_restart("error")
@@ -402,9 +460,10 @@ class _Watcher(threading.Thread):
 
 
 class LiveView:
-    """Nodes and CRL ConfigMaps from the API server, kept current by watches."""
+    """Nodes, CRL ConfigMaps and the DRA objects from the API server, kept current by watches."""
 
     def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
+                 dra: bool = True, serving_runtimes: bool = True,
                  admission_plugins: frozenset[str] = frozenset()) -> None:
         from kubernetes import client
 
@@ -428,7 +487,25 @@ class LiveView:
         self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
                                   self._dirty.set, restart("configmaps"), self._stop)
-        self._watchers = (self.node_watch, self.crl_watch)
+        self._watchers: tuple[_Watcher, ...] = (self.node_watch, self.crl_watch)
+        self.dra_watches: tuple[_Watcher, ...] = ()
+        if dra:  # resource.k8s.io/v1 (Kubernetes >= 1.34): where it is not served, the view goes on without it
+            res = client.ResourceV1Api(api_client)
+            self.dra_watches = tuple(_Watcher(name, lister, {}, _slim_spec, self._dirty.set, restart(name), self._stop,
+                                              optional=True) for name, lister in (
+                ("resourceslices", res.list_resource_slice), ("deviceclasses", res.list_device_class),
+                ("resourceclaimtemplates", res.list_resource_claim_template_for_all_namespaces),
+                ("resourceclaims", res.list_resource_claim_for_all_namespaces)))
+            self._watchers += self.dra_watches
+        self._dra_cache: tuple[tuple[str, ...], Inventory, DraIndex] | None = None
+        self.runtime_watches: tuple[_Watcher, ...] = ()
+        if serving_runtimes:  # KServe (where installed): what InferenceServices that name a model format run on
+            custom = client.CustomObjectsApi(api_client)
+            self.runtime_watches = tuple(_Watcher(plural, partial(custom.list_cluster_custom_object, KSERVE_GROUP,
+                                                                  KSERVE_VERSION, plural), {}, _slim_spec,
+                                                  self._dirty.set, restart(plural), self._stop, optional=True)
+                                         for plural in ("servingruntimes", "clusterservingruntimes"))
+            self._watchers += self.runtime_watches
         self._publisher = threading.Thread(target=self._publish_loop, name="view-publisher", daemon=True)
         if metrics is not None:
             metrics.view_stale_seconds.set_function(self._stale_seconds)
@@ -456,11 +533,28 @@ class LiveView:
             for obj, why in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
                           name=(obj.get("metadata") or {}).get("name"), error=why[0].message)
+            dra = None
+            if self.dra_watches and not any(w.absent for w in self.dra_watches):
+                cluster.dra, dra = self._dra()
+            runtimes = build_runtime_index([o for w in self.runtime_watches for o in w.values()[1]])
             unreadable = self.node_problems.update(cluster)
-            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable,
-                                        self.admission_plugins)
+            self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra,
+                                        runtimes, self.admission_plugins)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
+
+    def _dra(self) -> tuple[Inventory, DraIndex]:
+        """The DRA inventory and index, rebuilt only when a DRA watch has moved: Nodes change far more often (GFD
+        relabels every node each minute) than ResourceSlices, and an inventory of 16,000 devices takes ~1 s to
+        build. Its allocator keeps what each tuple of selectors makes of the devices, for the pods of every
+        snapshot until then."""
+        taken = [w.values() for w in self.dra_watches]
+        versions = tuple(v for v, _objects in taken)
+        if self._dra_cache is None or self._dra_cache[0] != versions:
+            objects = [o for _v, objs in taken for o in objs]
+            inventory = build_inventory(o for o in objects if o.get("kind") in ("ResourceSlice", "DeviceClass"))
+            self._dra_cache = (versions, inventory, build_dra_index(objects, authoritative=True))
+        return self._dra_cache[1], self._dra_cache[2]
 
     def health(self) -> ViewHealth:
         stale = [w for w in self._watchers if w.stale_since is not None]
@@ -476,6 +570,8 @@ class LiveView:
         for w in self._watchers:
             w.start()
         self._publisher.start()
+        if self.dra_watches:  # the CEL parser loads in the background, not in the first DRA pod's request
+            threading.Thread(target=warm_cel, name="cel-warm", daemon=True).start()
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -234,16 +234,17 @@ class WebhookProcess:
 
     # -------------------------------------------------------------- registration with the API server
     def register(self, name: str, *, failure_policy: str = "Fail", mutate: bool = True,
-                 timeout_seconds: int = 5) -> None:
-        """Validating (and mutating) webhook configurations for Pods, workloads and Jobs/CronJobs in the
-        namespaces made by ``namespace(api, name)``, calling this webhook through a ``url`` clientConfig. They are
-        deleted at the end of the test."""
+                 timeout_seconds: int = 5, extra_rules: list[dict[str, Any]] | None = None) -> None:
+        """Validating (and mutating) webhook configurations for Pods, workloads and Jobs/CronJobs (and
+        ``extra_rules``) in the namespaces made by ``namespace(api, name)``, calling this webhook through a ``url``
+        clientConfig. They are deleted at the end of the test."""
         from kubernetes import client
 
         bundle = base64.b64encode(self.ca).decode()
         rules = [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]},
                  {"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]},
-                 {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs", "cronjobs"]}]
+                 {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs", "cronjobs"]},
+                 *(extra_rules or [])]
 
         def hook(kind: str) -> dict[str, Any]:
             return {"name": f"{kind}.{name}.compatcheck.io", "admissionReviewVersions": ["v1"],

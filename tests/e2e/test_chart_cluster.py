@@ -373,13 +373,17 @@ class TestSecretMode:
     ``config.webhook.mode=warn``. First in the module: its install is gone before the next one starts."""
 
     def test_the_live_view_is_all_it_may_do(self, kapi: KubeAPIServer, secret_chart: Install) -> None:
-        """The chart's RBAC in this mode: read Nodes, read ConfigMaps in kube-public; no Secret, no webhook
-        configuration (the caBundle is yours), nothing else. The webhook lists both as that ServiceAccount."""
-        nodes = ("nodes", (), ("get", "list", "watch"))
-        assert can_i_list(kapi, secret_chart.service_account, "default") == {nodes}
-        assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == {nodes}
+        """The chart's RBAC in this mode: read Nodes, the DRA objects and KServe's runtimes, read ConfigMaps in
+        kube-public; no Secret, no webhook configuration (the caBundle is yours), nothing else. The webhook lists
+        them as that ServiceAccount."""
+        read = ("get", "list", "watch")
+        cluster = {("nodes", (), read), *((f"{r}.resource.k8s.io", (), read) for r in (
+            "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")),
+                   *((f"{r}.serving.kserve.io", (), read) for r in ("servingruntimes", "clusterservingruntimes"))}
+        assert can_i_list(kapi, secret_chart.service_account, "default") == cluster
+        assert can_i_list(kapi, secret_chart.service_account, secret_chart.namespace) == cluster
         assert can_i_list(kapi, secret_chart.service_account, "kube-public") == {
-            nodes, ("configmaps", (), ("get", "list", "watch"))}
+            *cluster, ("configmaps", (), read)}
         status, text = secret_chart.hook.get("/readyz")
         assert status == 200 and text.startswith("ok: "), text  # both lists done: nothing is decided before
         bundle = base64.b64encode(secret_chart.hook.ca).decode()
@@ -597,12 +601,16 @@ def test_an_upgrade_keeps_the_patched_ca_bundle(kapi: KubeAPIServer, chart: Inst
 
 
 def test_rbac_is_exactly_enough(kapi: KubeAPIServer, chart: Install) -> None:
-    """What the webhook just did as its ServiceAccount (list and watch Nodes and the kube-public CRL
-    ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may do: no Secret
-    but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
-    nodes = ("nodes", (), ("get", "list", "watch"))
-    own = [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
-           for kind in ("mutating", "validating")]
+    """What the webhook just did as its ServiceAccount (list and watch Nodes, the DRA objects, KServe's runtimes and
+    the kube-public CRL ConfigMaps, create, read and keep its Secret, patch its two configurations) is all it may
+    do: no Secret but its own to read, no ConfigMap outside kube-public, no Pod, no other webhook configuration."""
+    read = ("get", "list", "watch")
+    nodes = ("nodes", (), read)
+    own = [(f"{r}.resource.k8s.io", (), read) for r in (
+        "resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")]
+    own += [(f"{r}.serving.kserve.io", (), read) for r in ("servingruntimes", "clusterservingruntimes")]
+    own += [(f"{kind}webhookconfigurations.admissionregistration.k8s.io", ("cc-compatcheck",), ("get", "patch"))
+            for kind in ("mutating", "validating")]
     assert can_i_list(kapi, chart.service_account, "default") == {nodes, *own}
     assert can_i_list(kapi, chart.service_account, "kube-public") == {
         nodes, *own, ("configmaps", (), ("get", "list", "watch"))}
@@ -821,10 +829,10 @@ def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, c
 # applied here with --dry-run=server through the chart's own webhook configurations. Not applied: the
 # extensions/v1beta1 ones (no API server serves that group any more) and the InferenceGraph (no pod spec, not
 # routed). Custom resources get a CRD each, with an open schema: the API server then matches them against the
-# chart's rules (scope included: ClusterServingRuntime is cluster-scoped) as it would in a cluster running the
-# operator.
+# chart's rules (scope included: ClusterServingRuntime and ClusterTrainingRuntime are cluster-scoped) as it would
+# in a cluster running the operator.
 BUILTIN_GROUPS = ("", "apps", "batch")
-CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime"}
+CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime", "ClusterTrainingRuntime"}
 
 
 def workload_manifests(*, builtin: bool) -> list[Any]:
@@ -929,3 +937,24 @@ def test_a_webhook_down_refuses_gpu_objects_only(kapi: KubeAPIServer, chart: Ins
     finally:
         chart.hook.start()
     assert kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4})).stdout == "pod/gpu created\n"
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+def test_a_kai_gpu_fraction_pod_reaches_the_webhook_through_the_charts_cel(kapi: KubeAPIServer, chart: Install,
+                                                                          kind: str) -> None:
+    """KAI Scheduler's GPU sharing: no container asks for nvidia.com/gpu, the gpu-fraction annotation does. The
+    real API server evaluates the chart's matchConditions and sends it; the rules see a GPU pod and deny."""
+    ns = namespace(kapi.client(), "chart-kai")
+    pod = gpu_pod("p", CUDA13, nodeSelector={"pool": T4}, schedulerName="kai-scheduler")
+    del pod["spec"]["containers"][0]["resources"]
+    annotations = {"gpu-fraction": "0.5"}
+    obj = workload(kind, "kai", pod)
+    if kind == "Pod":
+        obj["metadata"]["annotations"] = annotations
+    else:
+        obj["spec"]["template"]["metadata"]["annotations"] = annotations
+    out = kubectl_apply(kapi, ns, obj)
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", denied(kind, ns, "kai"))
+    del (obj["metadata"] if kind == "Pod" else obj["spec"]["template"]["metadata"])["annotations"]
+    out = kubectl_apply(kapi, ns, obj, "--dry-run=server")  # no annotation, no GPU request: admitted
+    assert out.returncode == 0, out.stderr

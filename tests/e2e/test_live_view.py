@@ -157,7 +157,9 @@ def test_readyz_waits_for_the_first_sync(loaded: Loaded, tmp_path: Path) -> None
             return ready.status, await ready.text(), (await c.get("/healthz")).status
 
     try:
-        assert asyncio.run(probe()) == (503, "cluster view not synced yet (listing nodes, configmaps)\n", 200)
+        assert asyncio.run(probe()) == (503, "cluster view not synced yet (listing nodes, configmaps, resourceslices, "
+                                             "deviceclasses, resourceclaimtemplates, resourceclaims, servingruntimes, "
+                                             "clusterservingruntimes)\n", 200)
         # Each list fails on its own (after urllib3's retries), in either order: wait until both have, and say so.
         wait_until(lambda: all(w in view.health().reason for w in ("nodes: ", "configmaps: ")), 5)
         assert (view.health().stale_since or 0) > 0

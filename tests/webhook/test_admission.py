@@ -14,7 +14,7 @@ import pytest
 from compatcheck.core.admission import AdmissionSettings, ReviewError, review
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.config import Config
-from compatcheck.core.crl import build_index
+from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Severity
 from compatcheck.io.loader import Loaded, load_nodes
@@ -388,3 +388,52 @@ def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: L
     milder = AdmissionSettings.from_config(Config(severities={r: Severity.WARNING for r in exempted}),
                                            loaded.ruleset)
     assert review(request(base), "validate", loaded.ruleset, ctx, milder, cache)[0]["response"]["allowed"]
+
+
+def test_evaluation_cache_keys_a_pod_with_claims_by_its_namespace(loaded: Loaded) -> None:
+    """Two namespaces, one template name: a T4 in one, an A100 in the other. The same pod body is a miss in the
+    second namespace (its claim resolves there), and the answers differ as uncached ones do."""
+    from compatcheck.core.admission import EvaluationCache
+    from compatcheck.core.dra import build_index as build_dra_index
+
+    def tmpl(ns: str, product: str) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "gpu", "namespace": ns}, "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {
+                        "expression": f"device.attributes['gpu.nvidia.com'].productName == '{product}'"}}]}}]}}}}
+
+    dra = build_dra_index([tmpl("a", "Tesla T4"), tmpl("b", "NVIDIA A100-SXM4-80GB")], authoritative=True)
+    ctx = EvalContext(loaded.kb, None, CrlIndex(), dra=dra)
+    cache, settings = EvaluationCache(), AdmissionSettings()
+    denied = []
+    for ns in ("a", "b", "a"):
+        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns}, "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+            "containers": [{"name": "c", "image": "vllm/vllm-openai:v0.6.3", "args": ["--dtype=bfloat16"],
+                            "resources": {"claims": [{"name": "gpu"}]}}]}}
+        answer, decision = review(request(obj), "validate", loaded.ruleset, ctx, settings, cache)
+        denied.append((answer["response"]["allowed"], decision.denied_rules))
+    assert denied == [(False, ["dtype-unsupported-by-gpu"]), (True, []), (False, ["dtype-unsupported-by-gpu"])]
+    assert (cache.hits, cache.misses) == (1, 2)
+
+
+def test_a_resource_claim_made_for_a_pod_from_its_template_is_only_warned_about(loaded: Loaded) -> None:
+    """The resourceclaim controller creates a ResourceClaim per Pod from the template (owner: the Pod); the template
+    was reviewed, so by default the generated claim is not denied (its findings are warnings), as owned Pods."""
+    from compatcheck.core.dra import build_inventory
+
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {
+        "name": "p-gpu-x7k2p", "namespace": "ml", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+    cluster, errors = load_nodes(str(ROOT / "examples" / "cluster-profile.yaml"), loaded.kb, 1 << 24)
+    assert cluster is not None and not errors
+    cluster.dra = build_inventory([])  # the cluster publishes no device
+    ctx = EvalContext(loaded.kb, cluster, CrlIndex())
+    owned, decision = review(request(claim), "validate", loaded.ruleset, ctx, AdmissionSettings())
+    assert owned["response"]["allowed"] is True and decision.findings[0].rule_id == "dra-request-unsatisfiable"
+    assert owned["response"]["warnings"][0].startswith("dra-request-unsatisfiable: request 'gpu': no device of the")
+    mine = copy.deepcopy(claim)
+    del mine["metadata"]["ownerReferences"]
+    denied, _ = review(request(mine), "validate", loaded.ruleset, ctx, AdmissionSettings())
+    assert denied["response"]["allowed"] is False

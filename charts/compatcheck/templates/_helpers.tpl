@@ -31,8 +31,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "compatcheck.celContainers" -}}
 {{ .p }}.{{ .f }}.exists(c, has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.contains('/'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.contains('/')))))
 {{- end -}}
+{{/* ... or any DRA resource claim (spec.resourceClaims)? */}}
 {{- define "compatcheck.celPodSpec" -}}
-(has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }})
+(has({{ . }}.containers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "containers") }}) || (has({{ . }}.initContainers) && {{ include "compatcheck.celContainers" (dict "p" . "f" "initContainers") }}) || (has({{ . }}.resourceClaims) && size({{ . }}.resourceClaims) > 0)
+{{- end -}}
+
+{{/* ... or KAI Scheduler's GPU sharing annotations on the metadata at path . */}}
+{{- define "compatcheck.celKai" -}}
+(has({{ . }}.annotations) && ('gpu-fraction' in {{ . }}.annotations || 'gpu-memory' in {{ . }}.annotations))
 {{- end -}}
 
 {{/* The groups of objects the webhooks see: rules plus the CEL that narrows them to GPU objects. */}}
@@ -40,13 +46,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - name: pods
   rules:
     - {apiGroups: [""], apiVersions: ["v1"], resources: [pods]}
-  cel: {{ include "compatcheck.celPodSpec" "object.spec" | quote }}
+  cel: {{ printf "%s || %s" (include "compatcheck.celPodSpec" "object.spec") (include "compatcheck.celKai" "object.metadata") | quote }}
 - name: workloads
   rules:
     - {apiGroups: [apps], apiVersions: ["v1"], resources: [deployments, statefulsets, daemonsets, replicasets]}
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [jobs]}
     - {apiGroups: [""], apiVersions: ["v1"], resources: [replicationcontrollers]}
-  cel: {{ printf "has(object.spec.template) && has(object.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.template.spec") | quote }}
+  cel: {{ printf "has(object.spec.template) && ((has(object.spec.template.spec) && (%s)) || (has(object.spec.template.metadata) && %s))" (include "compatcheck.celPodSpec" "object.spec.template.spec") (include "compatcheck.celKai" "object.spec.template.metadata") | quote }}
 - name: cronjobs
   rules:
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [cronjobs]}
@@ -55,6 +61,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   rules:
     - {apiGroups: [""], apiVersions: ["v1"], resources: [podtemplates]}
   cel: {{ printf "has(object.template) && has(object.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.template.spec") | quote }}
+{{- if .Values.clusterView.dra }}
+- name: resource-claims
+  rules:
+    - {apiGroups: [resource.k8s.io], apiVersions: ["v1"], resources: [resourceclaims, resourceclaimtemplates]}
+  cel: ""
+{{- end }}
 {{- if .Values.webhook.customResources }}
 - name: custom-resources
   rules:

@@ -67,6 +67,7 @@ def _load() -> None:
     _loaded = True
     from compatcheck.core.checks import (  # noqa: F401  (imported for their register() calls)
         crl,
+        dra,
         driver,
         hardware,
         meta,

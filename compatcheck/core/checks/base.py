@@ -22,26 +22,45 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import ClassVar, Generic, Literal, TypeVar, overload
 
 from compatcheck.core.cluster import (
     Cluster,
     NodeClass,
     NodeFacts,
+    NodeRecord,
     build_cluster,
     implied_tolerations,
     is_extended_resource,
     is_gpu_resource,
+    node_facts,
     offers_resources,
     placement_matches,
     required_terms,
     untolerated_taints,
 )
 from compatcheck.core.crl import CrlIndex
+from compatcheck.core.dra import (
+    EMPTY_INDEX,
+    Allocation,
+    Alternative,
+    Device,
+    DraIndex,
+    KnownValues,
+    PodClaims,
+    PodRequest,
+    ResolvedAlternative,
+    container_claim_requests,
+    has_claims,
+    pinned_points,
+    pod_claims,
+)
 from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
 from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
+from compatcheck.core.kserve import EMPTY_RUNTIMES, RuntimeIndex
 from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
@@ -90,6 +109,13 @@ class EvalContext:
     # selectors, affinities, tolerations and GPU requests on most pods, however much else differs.
     placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
                                                                                  repr=False)
+    # DeviceClasses, ResourceClaims and ResourceClaimTemplates (files linted together, or the live view).
+    dra: DraIndex = field(default_factory=lambda: EMPTY_INDEX)
+    # KServe ServingRuntimes and ClusterServingRuntimes (files linted together): what a model format runs on.
+    serving_runtimes: RuntimeIndex = field(default_factory=lambda: EMPTY_RUNTIMES)
+    # What DRA selectors pin without an inventory, by selectors; the facts of DRA device label sets.
+    dra_memo: dict[tuple[str, ...], tuple[list[NodeClass], bool]] = field(default_factory=dict, repr=False)
+    dra_facts: dict[tuple[tuple[str, str], ...], NodeFacts] = field(default_factory=dict, repr=False)
     # kube-apiserver admission plugins that change what a pod tolerates (config ``admissionPlugins``); a
     # ClusterProfile's own list (``Cluster.admission_plugins``) adds to it.
     admission_plugins: frozenset[str] = frozenset()
@@ -171,8 +197,8 @@ def container_gpu_requests(c: ContainerTarget) -> JsonObject:
     """GPU-type resources of a container: limits, else requests (the API server defaults one from the other)."""
     res = c.data.get("resources")
     if not isinstance(res, dict):
-        return {}
-    out: JsonObject = {}
+        return dict(c.implied_gpu)
+    out: JsonObject = dict(c.implied_gpu)  # KAI's sharing annotations, Dynamo's service resources
     for section in ("requests", "limits"):  # limits win
         values = res.get(section)
         if isinstance(values, dict):
@@ -287,10 +313,13 @@ class PodAnalysis:
 
     @once
     def gpu_containers(self) -> list[tuple[ContainerTarget, JsonObject]]:
+        """Containers that ask for a GPU: an extended GPU resource, or a DRA claim for an NVIDIA GPU."""
         out = []
+        claims = self.dra if has_claims(self.pod.spec) else None
         for c in self.pod.containers:
             req = container_gpu_requests(c)
-            if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in req.values()):
+            if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in req.values()) or (
+                    claims is not None and any(r.nvidia_gpu for r in container_claim_requests(c.data, claims))):
                 out.append((c, req))
         return out
 
@@ -395,6 +424,144 @@ class PodAnalysis:
         return any(name.startswith("tencent.com/vcuda") or name in HAMI_RESOURCES
                    for _c, req in self.gpu_containers for name in req)
 
+    # ------------------------------------------------------------------ Dynamic Resource Allocation
+    @once
+    def dra(self) -> PodClaims:
+        """The pod's resource claims, resolved against the claims, templates and DeviceClasses known."""
+        cluster = self.ctx.cluster
+        extra = cluster.dra.classes if cluster is not None and cluster.dra is not None else None
+        return pod_claims(self.pod.spec, self.pod.pointer, self.pod.ref.namespace, self.ctx.dra, extra)
+
+    @once
+    def dra_gpu_requests(self) -> list[PodRequest]:
+        """The NVIDIA GPU requests of the claims the pod's containers use, and (with an inventory) the extended
+        resources it asks for that a DeviceClass maps to DRA devices (``extendedResourceName``)."""
+        out: list[PodRequest] = []
+        if has_claims(self.pod.spec):
+            used = {id(r): r for c in self.pod.containers for r in container_claim_requests(c.data, self.dra)}
+            out.extend(r for r in used.values() if r.nvidia_gpu)
+        out.extend(self.dra_mapped.values())
+        return out
+
+    @once
+    def dra_mapped(self) -> dict[str, PodRequest]:
+        """Extended resources of the pod that a DeviceClass of the input or the cluster maps (with an inventory:
+        without one, the mapping adds nothing to check), as the request the scheduler would generate."""
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.dra is None or not self.pod_requests:
+            return {}
+        mapping = self.ctx.dra.extended_resources(cluster.dra.classes)
+        out = {}
+        for name, amount in self.pod_requests.items():
+            cls = mapping.get(name)
+            if cls is None or amount <= 0:
+                continue
+            ptr = next((f"{c.pointer}/resources/limits/{escape_token(name)}" for c, req in self.gpu_containers
+                        if name in req), self.pod.pointer)
+            alt = Alternative(name, cls.name, (), amount, ptr)
+            out[name] = PodRequest(name, name, f"extended resource {name} (DeviceClass {cls.name})", ptr,
+                                   (ResolvedAlternative(alt, cls),), count_override=amount)
+        return out
+
+    @property
+    def dra_inventory_known(self) -> bool:
+        return self.ctx.cluster is not None and self.ctx.cluster.dra is not None
+
+    @once
+    def dra_outcomes(self) -> list[tuple[PodRequest, Allocation]]:
+        """With an inventory: what the allocator would do with each NVIDIA GPU request, on the nodes the pod can
+        land on."""
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.dra is None or not self.dra_gpu_requests:
+            return []
+        ok = self._device_node_ok()
+        return [(r, cluster.dra.allocator.serve(r, ok)) for r in self.dra_gpu_requests]
+
+    def _device_node_ok(self) -> Callable[[Device], bool] | None:
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.node_count == 0:
+            return None  # only ResourceSlices were read: where their nodes are, and what they carry, is unknown
+        admitted = self._admitted_nodes
+
+        def ok(d: Device) -> bool:
+            if d.node is not None:
+                return d.node in admitted
+            return bool(admitted)
+
+        return ok
+
+    @once
+    def _admitted_nodes(self) -> dict[str, tuple[NodeClass, NodeRecord]]:
+        assert self.ctx.cluster is not None
+        return self.ctx.cluster.admitted_nodes(self.pod.spec)
+
+    @once
+    def dra_classes(self) -> list[NodeClass]:
+        """The DRA devices the pod's GPU requests can get, as node classes (what every rule reads): with an
+        inventory, those the allocator would choose from; without one, what their selectors pin."""
+        if not self.dra_gpu_requests:
+            return []
+        if not self.dra_inventory_known:
+            return [cls for cls, _pinned in self.dra_pins]
+        cluster = self.ctx.cluster
+        assert cluster is not None
+        admitted = self._admitted_nodes if cluster.node_count else {}
+        groups: dict[tuple[tuple[str, str], ...], tuple[NodeClass, set[str]]] = {}
+        for request, outcome in self.dra_outcomes:
+            keys: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}  # device labels -> class key
+            for d in outcome.devices:
+                if not d.labels:
+                    continue
+                key = keys.get(d.labels)
+                if key is None:
+                    labels = dict(d.labels)
+                    if request.sharing:
+                        labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
+                    key = keys[d.labels] = tuple(sorted(labels.items()))
+                found = groups.get(key)
+                host = admitted.get(d.node or "")
+                if found is None:
+                    facts = self.ctx.dra_facts.get(key)
+                    if facts is None:
+                        facts = self.ctx.dra_facts[key] = node_facts(dict(key), {}, self.ctx.kb)
+                    found = groups[key] = (NodeClass(dict(key), host[0].taints if host else (), facts), set())
+                cls, names = found
+                where = host[1].name if host else d.where()
+                if where not in names:
+                    names.add(where)
+                    cls.members.append(host[1] if host else NodeRecord(where, (), (), (), (), ()))
+        return [cls for cls, _names in groups.values()]
+
+    @once
+    def dra_pins(self) -> list[tuple[NodeClass, PodRequest]]:
+        """Without an inventory: the devices each NVIDIA GPU request's selectors pin (product, compute
+        capability, driver), as synthetic node classes, with the request that pins them."""
+        out: list[tuple[NodeClass, PodRequest]] = []
+        for r in self.dra_gpu_requests:
+            for ra in r.alternatives:
+                classes, _driver = memo(self.ctx.dra_memo, ra.selectors, partial(self._pin, ra.selectors))
+                out.extend((cls, r) for cls in classes)
+        return out
+
+    def _pin(self, selectors: tuple[str, ...]) -> tuple[list[NodeClass], bool]:
+        points, driver = pinned_points(selectors, known_values(self.ctx.kb))
+        if not points:
+            return [], False
+        nodes = ({"metadata": {"name": f"dra-pinned-{i}", "labels": ls}} for i, ls in enumerate(points))
+        return build_cluster(nodes, self.ctx.kb).classes, driver
+
+    @once
+    def dra_notes(self) -> list[tuple[str, str]]:
+        """What could not be checked (a claim or template not in the input, a selector compatcheck cannot
+        evaluate): notes, never silence."""
+        if not has_claims(self.pod.spec) and not self.dra_mapped:
+            return []
+        notes = list(self.dra.notes)
+        for r, outcome in self.dra_outcomes:
+            if outcome.unknown:
+                notes.append((r.pointer, f"{r.what}: {outcome.unknown}; not checked"))
+        return notes
+
     # ------------------------------------------------------------------ where can it run?
     @property
     def placement_classes(self) -> list[NodeClass]:
@@ -466,19 +633,53 @@ class PodAnalysis:
 
     @once
     def scope(self) -> list[NodeFacts]:
-        """GPU node facts this pod can meet: eligible classes with --nodes, else the pinned ones."""
+        """GPU facts this pod can meet: eligible node classes with --nodes, else the pinned ones; and the DRA
+        devices its claims can get (from the inventory, else what their selectors pin)."""
+        dra = [c.facts for c in self.dra_classes]
         if self.ctx.cluster is not None:
-            return [c.facts for c in self.eligible_classes if c.facts.has_gpu]
-        return [c.facts for c in self.pinned_classes]
+            return [c.facts for c in self._node_scope if c.facts.has_gpu] + dra
+        return [c.facts for c in self.pinned_classes] + dra
 
     def scope_classes(self) -> list[NodeClass]:
         return self._scope_classes
 
+    @property
+    def _node_scope(self) -> list[NodeClass]:
+        """Eligible node classes, when the pod asks for GPUs as extended resources (a pod that asks only through
+        DRA claims gets its GPUs from devices, not from whatever GPU nodes its selectors admit)."""
+        if self.dra_gpu_requests and not any(n not in self.dra_mapped for n, v in self.pod_requests.items() if v > 0):
+            return []
+        return self.eligible_classes
+
     @once
     def _scope_classes(self) -> list[NodeClass]:
         if self.ctx.cluster is not None:
-            return [c for c in self.eligible_classes if c.facts.has_gpu]
-        return self.pinned_classes
+            # Pinned DRA classes (no inventory) are not nodes: the driver rules that name nodes leave them to
+            # cuda-affinity-mismatch, which reads pins.
+            dra = self.dra_classes if self.dra_inventory_known else []
+            return [c for c in self._node_scope if c.facts.has_gpu] + dra
+        return self.pinned_classes + self.dra_classes
+
+
+def known_values(kb: KnowledgeBase) -> KnownValues:
+    """What DRA devices can be, per the knowledge base, for pinning selectors without an inventory: products
+    by the names NVML gives them (the gpu-products rows, each alternative of "A40/A10/A16/A2" apart, kept where
+    the table recognises the name back), compute capabilities, driver branches and the CUDA each supports."""
+    cached = kb.__dict__.get("_dra_known")
+    if isinstance(cached, KnownValues):
+        return cached
+    products: set[str] = set()
+    for p in kb.products:
+        head, _, rest = p.product.rpartition(" ") if "/" in p.product else ("", "", p.product)
+        for alt in rest.split("/"):
+            name = f"{head} {alt}".strip()
+            nvml = name if name.startswith(("Tesla", "NVIDIA", "Quadro", "TITAN", "GeForce")) else f"NVIDIA {name}"
+            if kb.product(nvml.replace(" ", "-")) is not None:
+                products.add(nvml)
+    known = KnownValues(tuple(sorted(products)), tuple(sorted(f"{cc.major}.{cc.minor}" for cc in kb.architectures)),
+                        tuple((b, f"{c.major}.{c.minor}") for b, c in kb.branches))
+    kb.__dict__["_dra_known"] = known
+    return known
 
 
 def admits_projected(spec: JsonObject, cls: NodeClass) -> bool:

@@ -34,6 +34,7 @@ from compatcheck.core.cluster import (
     build_cluster,
     required_terms,
 )
+from compatcheck.core.dra import PodRequest, container_claim_requests
 from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.knowledge import DriverVerdict, KnowledgeBase, Verdict
 from compatcheck.core.model import Applicability, Fix
@@ -235,9 +236,12 @@ def _major_skew(a: PodAnalysis, ctx: EvalContext, params: MajorSkewParams) -> It
 GFD_KEYS, PLATFORM_KEYS = DRIVER_CUDA_LABELS[0], DRIVER_CUDA_LABELS[-1]
 
 
-def _affinity_fix(a: PodAnalysis, ctx: EvalContext, runtime: Version) -> Fix:
+def _affinity_fix(a: PodAnalysis, ctx: EvalContext, runtime: Version) -> Fix | None:
     """Confine the pod to nodes whose driver supports ``runtime``: (major > X) OR (major == X AND minor >= Y),
-    AND-ed into every existing required term (terms are OR-ed, expressions AND-ed)."""
+    AND-ed into every existing required term (terms are OR-ed, expressions AND-ed). None for a pod that gets its
+    GPUs only through DRA claims: node labels do not choose its devices, its claims' selectors do."""
+    if a.dra_gpu_requests and not any(v > 0 for v in a.pod_requests.values()):
+        return None
     classes = ctx.cluster.classes if ctx.cluster is not None else []
     uses_platform = any(PLATFORM_KEYS[0] in c.labels for c in classes) and not any(
         GFD_KEYS[0] in c.labels for c in classes)
@@ -348,28 +352,55 @@ def _prepare_affinity_pin(raw: RawParams) -> AffinityPinParams:
 
 
 def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -> Iterator[Violation]:
-    if not a.is_gpu_pod or not _pins_driver(a):
+    if not a.is_gpu_pod:
         return
     kb = ctx.kb
-    admitted = [cls for cls in _universe(kb) if admits_projected(a.pod.spec, cls)]
-    if not admitted:
-        return
-    for c, rt, runtime in _gpu_runtimes(a):
-        verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
-        if any(v.verdict in params.accept or v.verdict == "unknown" for v in verdicts):
-            continue
-        cudas = sorted({str(v.driver_cuda.major_minor()) for v in verdicts if v.driver_cuda}, key=lambda s:
-                       tuple(int(x) for x in s.split(".")))
-        shown = ", ".join(cudas[:6]) + (" ..." if len(cudas) > 6 else "")
+    if _pins_driver(a):
+        admitted = [cls for cls in _universe(kb) if admits_projected(a.pod.spec, cls)]
         ptr = a.pod.pointer + ("/nodeSelector" if isinstance(a.pod.spec.get("nodeSelector"), dict) and any(
             k in DRIVER_KEYS for k in a.pod.spec["nodeSelector"]) else "/affinity/nodeAffinity")
-        need, lowest = _needed_driver(kb, runtime)
-        floor = kb.mvc_floor(runtime.major) if "minor-version-compatibility" in params.accept else None
-        mvc = (f" (or >= {floor} with minor-version compatibility)"
-               if floor is not None and str(floor) != str(lowest) else "")
-        yield Violation(
-            f"the pod's node selection admits only drivers for CUDA {shown}, too old for image CUDA "
-            f"{runtime.major_minor()} ({rt.origin}); it needs {need}{mvc}", ptr, c.name)
+        if admitted:
+            for c, rt, runtime in _gpu_runtimes(a):
+                message = _pin_message(kb, params, rt, runtime, admitted, "the pod's node selection")
+                if message:
+                    yield Violation(message, ptr, c.name)
+    # What the selectors of its DRA claims pin (without an inventory: with one, the drivers rules read the devices).
+    pins = _dra_driver_pins(a)
+    for c, rt, runtime in _gpu_runtimes(a) if pins else ():
+        used = {id(r) for r in container_claim_requests(c.data, a.dra)}
+        for r, classes in pins:
+            if id(r) not in used:
+                continue
+            message = _pin_message(kb, params, rt, runtime, classes, f"the pod's claim {r.claim!r} ({r.what})")
+            if message:
+                yield Violation(message, r.pointer, c.name)
+
+
+def _dra_driver_pins(a: PodAnalysis) -> list[tuple[PodRequest, list[NodeClass]]]:
+    """The DRA requests whose selectors pin a driver, with the driver kinds they admit."""
+    if a.dra_inventory_known:
+        return []
+    out: dict[int, tuple[PodRequest, list[NodeClass]]] = {}
+    for cls, r in a.dra_pins:
+        if cls.facts.driver_cuda is not None:
+            out.setdefault(id(r), (r, []))[1].append(cls)
+    return list(out.values())
+
+
+def _pin_message(kb: KnowledgeBase, params: AffinityPinParams, rt: CudaRuntime, runtime: Version,
+                 admitted: list[NodeClass], who: str) -> str | None:
+    verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
+    if any(v.verdict in params.accept or v.verdict == "unknown" for v in verdicts):
+        return None
+    cudas = sorted({str(v.driver_cuda.major_minor()) for v in verdicts if v.driver_cuda}, key=lambda s:
+                   tuple(int(x) for x in s.split(".")))
+    shown = ", ".join(cudas[:6]) + (" ..." if len(cudas) > 6 else "")
+    need, lowest = _needed_driver(kb, runtime)
+    floor = kb.mvc_floor(runtime.major) if "minor-version-compatibility" in params.accept else None
+    mvc = (f" (or >= {floor} with minor-version compatibility)"
+           if floor is not None and str(floor) != str(lowest) else "")
+    return (f"{who} admits only drivers for CUDA {shown}, too old for image CUDA {runtime.major_minor()} "
+            f"({rt.origin}); it needs {need}{mvc}")
 
 
 register(PodCheck(

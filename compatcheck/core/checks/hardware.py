@@ -24,6 +24,7 @@ from compatcheck.core.checks.base import (
     no_params,
 )
 from compatcheck.core.cluster import NodeFacts
+from compatcheck.core.dra import container_claim_requests
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -231,7 +232,7 @@ def _requested_features(c: ContainerTarget, sources: tuple[_DtypeSource, ...]) -
                 feature = mapping.get(value.lower(), "" if src.framework_feature else None)
                 if feature is not None and idx < len(offsets):
                     key, i = offsets[idx]
-                    yield _Requested(feature, f"{c.pointer}/{key}/{i}", f"{flag} {value}", fixes.get(feature),
+                    yield _Requested(feature, c.pointer_at(key, i), f"{flag} {value}", fixes.get(feature),
                                      f"{src.framework_feature}:{value.lower()}" if src.framework_feature else None)
         elif src.env is not None:
             found = env_value(c, src.env)
@@ -520,6 +521,38 @@ def _mig(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violati
             elif profile not in kb.all_mig_profiles():
                 yield Violation(f"MIG profile {profile} is offered by no GPU in the MIG table "
                                 f"(known: {', '.join(sorted(kb.all_mig_profiles())[:8])} ...)", ptr, c.name)
+    yield from _dra_mig(a, ctx)
+
+
+_DRA_PROFILE = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
+
+
+def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
+    """A DRA request whose selectors pin a MIG ``profile`` (NVIDIA's driver publishes it on MIG devices) that the
+    GPUs they pin do not offer, or that no GPU offers. With ResourceSlices the allocator finds no device instead
+    (gpu-no-eligible-node says why)."""
+    if a.dra_inventory_known or not a.dra_gpu_requests:
+        return
+    kb = ctx.kb
+    pinned: dict[int, list[str]] = {}
+    for cls, r in a.dra_pins:
+        if cls.facts.product:
+            pinned.setdefault(id(r), []).append(cls.facts.product)
+    for r in a.dra_gpu_requests:
+        users = [c.name for c in a.pod.containers if any(u is r for u in container_claim_requests(c.data, a.dra))]
+        for ra in r.alternatives:
+            profiles = {m.group(1) or m.group(2) for s in ra.selectors for m in _DRA_PROFILE.finditer(s)}
+            products = sorted(set(pinned.get(id(r), ())))
+            for profile in sorted(profiles):
+                known = [kb.mig_profiles_for(p) for p in products]
+                if products and all(k is not None for k in known):
+                    if not any(profile in k for k in known if k is not None):
+                        yield Violation(f"{r.what} pins MIG profile {profile}, which {', '.join(products)} does not "
+                                        "offer: no MIG device can match", r.pointer, users[0] if users else None)
+                elif profile not in kb.all_mig_profiles():
+                    yield Violation(f"{r.what} pins MIG profile {profile}, which no GPU in the MIG table offers "
+                                    f"(known: {', '.join(sorted(kb.all_mig_profiles())[:8])} ...)", r.pointer,
+                                    users[0] if users else None)
 
 
 register(PodCheck(

@@ -187,11 +187,14 @@ register(PodCheck(
 
 
 def _offering(a: PodAnalysis) -> tuple[list[NodeClass], list[NodeClass], str]:
-    """The node classes the pod's selectors and affinity admit, those of them that offer its GPU requests, and
-    the requests in words."""
+    """The node classes the pod's selectors and affinity admit, those of them that offer its GPU requests (an
+    extended resource that a DeviceClass maps to DRA devices the pod can get needs no node to offer it), and the
+    requests in words."""
     placed = a.placement_classes
-    offering = [c for c in placed if offers_resources(a.pod_requests, c)]
-    return placed, offering, ", ".join(f"{k}: {v}" for k, v in sorted(a.pod_requests.items()))
+    served = {r.claim for r, outcome in a.dra_outcomes if r.claim in a.dra_mapped and outcome.devices}
+    requests = {k: v for k, v in a.pod_requests.items() if k not in served}
+    offering = [c for c in placed if offers_resources(requests, c)]
+    return placed, offering, ", ".join(f"{k}: {v}" for k, v in sorted(requests.items()))
 
 
 def unoffered_mig(a: PodAnalysis, classes: list[NodeClass]) -> list[str]:
@@ -203,6 +206,12 @@ def unoffered_mig(a: PodAnalysis, classes: list[NodeClass]) -> list[str]:
 def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     cluster = ctx.cluster
     if cluster is None or not a.is_gpu_pod:
+        return
+    for r, outcome in a.dra_outcomes:
+        if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown:
+            yield Violation(f"no device can be allocated for claim {r.claim!r} ({r.what}): {outcome.reason}; the pod "
+                            "would stay Pending", r.pointer)
+    if cluster.node_count == 0:  # only ResourceSlices were read: nothing to say of nodes
         return
     placed, offering, wanted = _offering(a)
     if offering:
@@ -218,12 +227,16 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
         matched = cluster.placed_node_count(a.pod.spec)
         why = (f"{matched} {'node matches' if matched == 1 else 'nodes match'} its nodeSelector/affinity but none "
                f"offers {wanted}")
+        for r, outcome in a.dra_outcomes:
+            if r.claim in a.dra_mapped and not outcome.devices and outcome.reason:
+                why += f", and no DRA device of DeviceClass {r.alternatives[0].alt.class_name} can serve " \
+                       f"{r.claim}: {outcome.reason}"
     ptr = a.pod.pointer + ("/nodeSelector" if not placed and "nodeSelector" in a.pod.spec else "")
     yield Violation(f"no node can run this pod: {why}; it would stay Pending", ptr)
 
 
 def _taint_toleration(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
-    if ctx.cluster is None or not a.is_gpu_pod:
+    if ctx.cluster is None or not a.is_gpu_pod or not a.pod_requests:  # DRA devices: the allocator's reasons
         return
     _placed, offering, wanted = _offering(a)
     if not offering:

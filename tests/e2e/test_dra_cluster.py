@@ -1,0 +1,234 @@
+"""Dynamic Resource Allocation against a real kube-apiserver (``resource.k8s.io/v1``): the webhook's live view
+watches ResourceSlices, DeviceClasses and ResourceClaimTemplates, and ``kubectl apply`` is answered with the exact
+denial for a pod whose claim gets a T4 and a template no device can serve."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tests.e2e.conftest import Webhook, create_node, gpu_node, namespace, wait_until
+from tests.e2e.kapi import KubeAPIServer
+
+NV = "gpu.nvidia.com"
+
+
+def t4_slice(node: str, gpus: int = 2) -> dict[str, Any]:
+    """What NVIDIA's DRA driver publishes for a node of T4s on driver 535.104.05 (cmd/gpu-kubelet-plugin)."""
+    attrs = {"type": {"string": "gpu"}, "productName": {"string": "Tesla T4"}, "brand": {"string": "Nvidia"},
+             "architecture": {"string": "Turing"}, "cudaComputeCapability": {"version": "7.5.0"},
+             "driverVersion": {"version": "535.104.5"}, "cudaDriverVersion": {"version": "12.2.0"}}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{NV}"},
+            "spec": {"driver": NV, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{i}", "attributes": {**attrs, "uuid": {"string": f"GPU-{node}-{i}"}},
+                                  "capacity": {"memory": {"value": "15Gi"}}} for i in range(gpus)]}}
+
+
+def template(name: str, device_class: str, *selectors: str) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
+
+
+def vllm(name: str, claim_template: str, pool: str) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {
+        "selector": {"matchLabels": {"app": name}},
+        "template": {"metadata": {"labels": {"app": name}}, "spec": {
+            "nodeSelector": {"pool": pool},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claim_template}],
+            "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.6.3",
+                            "args": ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--dtype", "bfloat16"],
+                            "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+
+
+def apply(kapi: KubeAPIServer, ns: str, obj: dict[str, Any], *args: str) -> tuple[int, str]:
+    out = kapi.kubectl("apply", "-n", ns, *(args or ("--dry-run=server",)), "-o", "json", "-f", "-",
+                       stdin=json.dumps(obj), check=False)
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_dra_claims_are_checked_against_the_live_resource_slices(kapi: KubeAPIServer,
+                                                                 webhooks: Callable[..., Webhook]) -> None:
+    from kubernetes import client
+
+    api = kapi.client()
+    tag = uuid.uuid4().hex[:6]
+    node, pool, cls = f"dra-t4-{tag}", f"dra-{tag}", f"gpu-{tag}.example.com"
+    create_node(api, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {
+        "kubernetes.io/hostname": node, "pool": pool}}, "status": {"allocatable": {"cpu": "8"}}})
+    res = client.ResourceV1Api(api)
+    res.create_resource_slice(t4_slice(node))
+    res.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+                             "spec": {"selectors": [{"cel": {"expression": (
+                                 f"device.driver == '{NV}' && device.attributes['{NV}'].type == 'gpu'")}}]}})
+    wh = webhooks(kapi).start()
+    wh.register("dra", mutate=False, extra_rules=[
+        {"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1"],
+         "resources": ["resourceclaims", "resourceclaimtemplates"]}])
+    ns = namespace(api, "dra")
+
+    # A template any T4 serves is admitted, and created for real: the view must see it.
+    assert apply(kapi, ns, template("one-gpu", cls), "--server-side")[0] == 0
+
+    # vLLM with bf16 whose claim gets a T4: denied, at the pod's GPU, as for a node's nodeSelector.
+    def denied() -> str:
+        rc, out = apply(kapi, ns, vllm("vllm", "one-gpu", pool))
+        return out if rc != 0 and "dtype-unsupported-by-gpu" in out else ""
+
+    out = wait_until(denied, 10, what="the view to hold the template and the slices")
+    assert (f'admission webhook "validate.dra.compatcheck.io" denied the request: compatcheck denied Deployment '
+            f"{ns}/vllm:\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); "
+            "eligible GPUs: Tesla-T4 (compute capability 7.5)") in out
+
+    # A template no device of the cluster can serve: denied with the allocator's reason (each denial line is cut
+    # at 200 characters; the whole message is in fixtures/dra-request-unsatisfiable).
+    h100 = template("h100", cls, f"device.attributes['{NV}'].productName == 'NVIDIA H100 80GB HBM3'")
+    reason = (f"request 'gpu': no device of the cluster can serve it: 2 {NV} devices in reach: Tesla-T4, and none of "
+              f"the 2 of DeviceClass {cls} satisfies the selector \"device.attributes['{NV}'].productName == "
+              "'NVIDIA H100 80GB HBM3'\"")
+    rc, out = apply(kapi, ns, h100)
+    assert rc != 0
+    assert f"compatcheck denied ResourceClaimTemplate {ns}/h100:\n- dra-request-unsatisfiable: {reason}"[:220] in out
+    answer = wh.review("validate", h100, namespace=ns)
+    assert answer["allowed"] is False
+    assert answer["status"]["message"].endswith(f"- dra-request-unsatisfiable: {reason}"[:199] + "…")
+
+    # A DeviceClass that does not exist: the live view is the whole cluster, so that is said.
+    rc, out = apply(kapi, ns, template("nowhere", "no-such-class.example.com"))
+    assert rc != 0
+    assert ("- dra-request-unsatisfiable: request 'gpu': DeviceClass 'no-such-class.example.com' does not exist; no "
+            "device can be allocated for it") in out
+
+    # A template that does not exist (yet): a warning saying what was not checked, not a denial.
+    rc, out = apply(kapi, ns, vllm("later", "not-yet", pool))
+    assert rc == 0, out
+    assert (f"Warning: ResourceClaimTemplate {ns}/not-yet (claim 'gpu') does not exist (yet): the "
+            "devices it requests were not checked") in out
+
+    # Once the slices say A100, the same Deployment is admitted (the view follows the slices' changes).
+    a100 = t4_slice(node)
+    for d in a100["spec"]["devices"]:
+        d["attributes"].update({"productName": {"string": "NVIDIA A100-SXM4-80GB"},
+                                "cudaComputeCapability": {"version": "8.0.0"}})
+    res.delete_resource_slice(f"{node}-{NV}")
+    res.create_resource_slice(a100)
+    wait_until(lambda: apply(kapi, ns, vllm("vllm", "one-gpu", pool))[0] == 0, 10, what="the A100 slices seen")
+
+
+def crd(group: str, version: str, kind: str, scope: str = "Namespaced") -> dict[str, Any]:
+    plural = kind.lower() + "s"
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": scope, "names": {"kind": kind, "plural": plural,
+                                                                "singular": kind.lower(), "listKind": kind + "List"},
+                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_an_inference_service_naming_a_model_format_runs_the_live_serving_runtime(
+        own_kapi: KubeAPIServer, webhooks: Callable[..., Webhook]) -> None:
+    """KServe's CRDs (open schemas) on a real API server of its own: the webhook watches the ClusterServingRuntimes,
+    and an InferenceService that names only the model format is checked with the runtime's image."""
+    kapi = own_kapi
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        crd("serving.kserve.io", "v1alpha1", "ServingRuntime"),
+        crd("serving.kserve.io", "v1alpha1", "ClusterServingRuntime", "Cluster"),
+        crd("serving.kserve.io", "v1beta1", "InferenceService")]}))
+    kapi.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/servingruntimes.serving.kserve.io",
+                 "crd/clusterservingruntimes.serving.kserve.io", "crd/inferenceservices.serving.kserve.io")
+    api = kapi.client()
+    create_node(api, gpu_node("t4-ks-0", labels={"pool": "ks"}))  # R560 (CUDA 12.6)
+    wh = webhooks(kapi).start()
+    wh.register("ks", mutate=False, extra_rules=[
+        {"apiGroups": ["serving.kserve.io"], "apiVersions": ["v1beta1"], "resources": ["inferenceservices"]}])
+    ns = namespace(api, "ks")
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "llama"},
+            "spec": {"predictor": {"nodeSelector": {"pool": "ks"}, "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+                "model": {"modelFormat": {"name": "vllm"}, "storageUri": "hf://meta-llama/meta-llama-3-8b-instruct",
+                          "resources": {"limits": {"nvidia.com/gpu": "1"}}}}}}
+    # No runtime yet: the predictor's own container has no image, so nothing pins what runs.
+    rc, out = apply(kapi, ns, isvc)
+    assert rc == 0, out
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime", "metadata": {"name": "vllm"},
+        "spec": {"supportedModelFormats": [{"name": "vllm", "autoSelect": True}], "containers": [
+            {"name": "kserve-container", "image": "nvidia/cuda:13.0.0-base-ubuntu24.04", "args": ["--port=8080"]}]}}))
+
+    def denied() -> str:
+        rc, out = apply(kapi, ns, isvc)
+        return out if rc != 0 else ""
+
+    out = wait_until(denied, 10, what="the view to hold the ClusterServingRuntime")
+    line = ("- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver "
+            "from branch >= 580; eligible nodes run 560.35.03 (CUDA 12.6) on t4-ks-0; the image's forward "
+            "compatibility lists driver branches 535, 550, 565, 570, 575 only")
+    assert f"compatcheck denied InferenceService {ns}/llama:\n{line[:199]}…\n" in out, out  # cut at 200
+
+
+def test_the_dra_inventory_is_rebuilt_only_when_a_dra_object_changes(kapi: KubeAPIServer) -> None:
+    """Nodes churn (GFD relabels them every minute); ResourceSlices rarely do. A Node event gives a new snapshot
+    with the same inventory (and its allocator's cached selector results); a new ResourceSlice, a new one."""
+    from kubernetes import client
+
+    from compatcheck.io.loader import load_rules
+    from compatcheck.webhook.clusterview import LiveView
+    from compatcheck.webhook.metrics import Metrics
+
+    api = kapi.client()
+    tag = uuid.uuid4().hex[:6]
+    view = LiveView(load_rules().kb, api, Metrics(), debounce=0.01)
+    view.start()
+    try:
+        assert view.wait_synced(15)
+        first = view.snapshot
+        assert first.ctx.cluster is not None and first.ctx.cluster.dra is not None
+        inventory = first.ctx.cluster.dra
+        create_node(api, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"churn-{tag}"}})
+        wait_until(lambda: view.snapshot is not first and any(
+            m.name == f"churn-{tag}" for c in view.snapshot.ctx.cluster.classes for m in c.members), 10,  # type: ignore[union-attr]
+            what="the new Node in the view")
+        assert view.snapshot.ctx.cluster.dra is inventory  # type: ignore[union-attr]
+        client.ResourceV1Api(api).create_resource_slice(t4_slice(f"churn-{tag}", gpus=1))
+        wait_until(lambda: any(d.node == f"churn-{tag}" for d in view.snapshot.ctx.cluster.dra.devices), 10,  # type: ignore[union-attr]
+                   what="the new ResourceSlice in the view")
+        assert view.snapshot.ctx.cluster.dra is not inventory  # type: ignore[union-attr]
+    finally:
+        view.stop()
+
+
+# Selectors the real API server accepts or refuses when a ResourceClaimTemplate is created, and what compatcheck's
+# CEL says of them: a compile error (syntax, a field the device has not) is refused by both; what only fails on a
+# device (a missing attribute, a Semver compared with a string) is accepted by both and fails at allocation.
+SELECTORS = [
+    ("device.driver == 'gpu.nvidia.com'", True),
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('7.5.0'))", True),
+    ("device.attributes['gpu.nvidia.com'].cudaComputeCapability.compareTo(semver('8.0.0')) >= 0", True),
+    ("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0", True),
+    ("device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('a100')", True),
+    ("'profile' in device.attributes['gpu.nvidia.com']", True),
+    ("device.attributes['gpu.nvidia.com'].driverVersion == '550.54.15'", True),
+    ("device.driver ==", False),
+    ("device.nosuchfield == 'x'", False),
+    ("device.driver == 'a' &&", False),
+]
+
+
+def test_the_api_server_and_compatcheck_agree_on_which_selectors_compile(kapi: KubeAPIServer) -> None:
+    from compatcheck.core.cel import CelError, compile_selector
+
+    ns = namespace(kapi.client(), "cel-parity")  # no webhook watches it: the API server alone decides
+    got = []
+    for i, (expression, _) in enumerate(SELECTORS):
+        rc, _out = apply(kapi, ns, template(f"t{i}", "gpu.nvidia.com", expression))
+        try:
+            compile_selector(expression)
+            ours = True
+        except CelError:
+            ours = False
+        got.append((expression, rc == 0, ours))
+    assert got == [(e, ok, ok) for e, ok in SELECTORS]
