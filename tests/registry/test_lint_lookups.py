@@ -62,9 +62,10 @@ def test_forward_compatibility_from_the_config_bridges_r535(lint: Any, basic: Im
     assert run.findings == [(
         "cuda-driver-needs-forward-compat", "/spec/containers/0/image",
         f"image CUDA 12.4 (image {image} (manifest {short(basic.fwd.digest)}), whose config sets CUDA_VERSION=12.4.1) "
-        "is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs only through forward "
+        "is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs through forward "
         "compatibility (the image's CUDA 12.4 cuda-compat libraries, which list driver branch 535 on data-center "
-        "GPUs); a platform that requires a driver at least as new as the runtime may still refuse it")]
+        "GPUs); without them, minor-version compatibility runs it (no PTX JIT, no newer-driver APIs); a platform "
+        "that requires a driver at least as new as the runtime may still refuse it")]
 
 
 def test_the_cuda_13_base_on_a_listed_branch_runs_through_forward_compatibility(lint: Any, basic: Images) -> None:

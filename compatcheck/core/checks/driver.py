@@ -195,11 +195,18 @@ def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Itera
         assert fwd is not None  # bridged implies it
         branches = ", ".join(str(b) for b in sorted({cls.facts.driver.major for cls, _ in m.bad
                                                       if cls.facts.driver is not None}))
+        # Same major and above the floor everywhere: without the cuda-compat libraries (a container toolkit that
+        # does not load them, an image that removed them) minor-version compatibility still runs it, so "only"
+        # would overstate the dependence.
+        mvc = all(v.verdict == "minor-version-compatibility" for _cls, v in m.bad)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver on {m.where}: "
-                        f"it runs only through forward compatibility (the image's CUDA "
+                        f"it runs {'' if mvc else 'only '}through forward compatibility (the image's CUDA "
                         f"{fwd.compat_cuda.major_minor()} cuda-compat libraries, which list driver branch {branches} "
-                        "on data-center GPUs); a platform that requires a driver at least as new as the runtime may "
-                        "still refuse it", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+                        "on data-center GPUs)"
+                        + ("; without them, minor-version compatibility runs it (no PTX JIT, no newer-driver APIs)"
+                           if mvc else "")
+                        + "; a platform that requires a driver at least as new as the runtime may still refuse it",
+                        m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
 
 def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
