@@ -323,3 +323,29 @@ def test_constraints_across_requests_as_the_allocator_meets_them() -> None:
     # devices on two nodes never combine
     other = read_slice(_slice("n2", ("k0", {"index": {"int": 2}})))
     assert constraint_reason(distinct, [((g0,), 1), (tuple(other), 1)]) is not None
+
+
+def test_a_template_defined_twice_differently_is_a_warning_naming_both_places(tmp_path: Path) -> None:
+    """Two files define ml/one-gpu: the claims are checked against the last (as applying both would leave it),
+    and a warning at it names the other; the same definition twice, or one in another namespace, says nothing."""
+    t4 = TEMPLATE.replace("exactly: {deviceClassName: gpu.nvidia.com}",
+                            "exactly:\n            deviceClassName: gpu.nvidia.com\n            selectors:\n"
+                            "              - cel: {expression: \"device.attributes['gpu.nvidia.com'].productName"
+                            " == 'Tesla T4'\"}")
+    (tmp_path / "a.yaml").write_text(TEMPLATE + "---\n" + VLLM)
+    (tmp_path / "b.yaml").write_text(t4 + "---\n" + TEMPLATE.replace("namespace: ml", "namespace: other"))
+    (tmp_path / "c.yaml").write_text(t4)
+    proc = lint(str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), str(tmp_path / "c.yaml"), "--format", "json")
+    out = json.loads(proc.stdout)
+    assert out["warnings"] == [{
+        "file": str(tmp_path / "b.yaml"), "line": 3,
+        "message": f"ResourceClaimTemplate ml/one-gpu is defined again here, differently (also at "
+                   f"{tmp_path / 'a.yaml'}:3): the claims that name it are checked against this last definition, "
+                   "as applying the files in this order would leave it"}]
+    # the last definition is the one checked: its selector pins a T4, on which bf16 does not run
+    assert [(f["rule"], f["file"]) for f in out["findings"]] == [("dtype-unsupported-by-gpu", str(tmp_path / "a.yaml"))]
+    text = lint(str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
+    assert text.stdout.splitlines()[0] == (
+        f"{tmp_path / 'b.yaml'}:3: warning: ResourceClaimTemplate ml/one-gpu is defined again here, differently (also "
+        f"at {tmp_path / 'a.yaml'}:3): the claims that name it are checked against this last definition, as applying "
+        "the files in this order would leave it")
