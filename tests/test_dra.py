@@ -16,7 +16,14 @@ import pytest
 
 from compatcheck.core.cel import CelError, CelUnsupported, DeviceInput, Semver, compile_selector
 from compatcheck.core.cluster import profile_to_nodes
-from compatcheck.core.dra import build_inventory, device_labels, read_slice
+from compatcheck.core.dra import (
+    ClaimConstraint,
+    build_inventory,
+    constraint_reason,
+    device_labels,
+    read_constraints,
+    read_slice,
+)
 from compatcheck.io.loader import Loaded
 from tests.conftest import ROOT
 
@@ -279,3 +286,66 @@ def test_the_gpu_workload_count_script(tmp_path: Path) -> None:
         f"{tmp_path}:", "  objects with a pod spec: 4", "  GPU workloads: 3", "    through DRA claim: 1",
         "    through KAI annotation: 1", "    through extended resource: 1",
         f"  not a GPU workload: {tmp_path / 'pods.yaml'}: Pod cpu"]
+
+
+def _slice(node: str, *devices: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpu"},
+            "spec": {"driver": NV, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": n, "attributes": a} for n, a in devices]}}
+
+
+def test_constraints_are_read_with_the_requests_they_cover() -> None:
+    spec = {"devices": {"requests": [{"name": "a"}, {"name": "b"}, {"name": "c"}], "constraints": [
+        {"requests": ["a", "b"], "matchAttribute": "resource.kubernetes.io/pcieRoot"},
+        {"distinctAttribute": "gpu.nvidia.com/uuid"},
+        {"requests": ["c/small"], "distinctAttribute": "gpu.nvidia.com/index"}]}}
+    assert read_constraints(spec, "/spec") == [
+        ClaimConstraint("matchAttribute", "resource.kubernetes.io/pcieRoot", ("a", "b"), "/spec/devices/constraints/0"),
+        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/uuid", ("a", "b", "c"), "/spec/devices/constraints/1"),
+        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/index", ("c",), "/spec/devices/constraints/2")]
+
+
+def test_constraints_across_requests_as_the_allocator_meets_them() -> None:
+    """distinctAttribute: values of different types are distinct (int 1 and string "1"), a device without the
+    attribute cannot be allocated under the constraint; matchAttribute: one device serves one request only."""
+    devices = read_slice(_slice("n0", ("g0", {"index": {"int": 1}}), ("g1", {"index": {"string": "1"}}),
+                                ("g2", {"type": {"string": "gpu"}})))
+    g0, g1, g2 = devices
+    distinct = ClaimConstraint("distinctAttribute", "index", ("a", "b"), "/c/0")
+    assert constraint_reason(distinct, [((g0, g1, g2), 1), ((g0, g1, g2), 1)]) is None
+    assert constraint_reason(distinct, [((g0, g2), 1), ((g0, g2), 1)]) == (
+        "they ask for 2 devices with distinct index on one node and at most 1 distinct value is on any node")
+    match = ClaimConstraint("matchAttribute", "index", ("a", "b"), "/c/0")
+    assert constraint_reason(match, [((g0,), 1), ((g0,), 1)]) == (
+        "they ask for 2 devices with the same index on one node and no node has them")
+    same = read_slice(_slice("n1", ("h0", {"index": {"int": 1}}), ("h1", {"index": {"int": 1}})))
+    assert constraint_reason(match, [((g0, *same), 1), ((g0, *same), 1)]) is None
+    # devices on two nodes never combine
+    other = read_slice(_slice("n2", ("k0", {"index": {"int": 2}})))
+    assert constraint_reason(distinct, [((g0,), 1), (tuple(other), 1)]) is not None
+
+
+def test_a_template_defined_twice_differently_is_a_warning_naming_both_places(tmp_path: Path) -> None:
+    """Two files define ml/one-gpu: the claims are checked against the last (as applying both would leave it),
+    and a warning at it names the other; the same definition twice, or one in another namespace, says nothing."""
+    t4 = TEMPLATE.replace("exactly: {deviceClassName: gpu.nvidia.com}",
+                            "exactly:\n            deviceClassName: gpu.nvidia.com\n            selectors:\n"
+                            "              - cel: {expression: \"device.attributes['gpu.nvidia.com'].productName"
+                            " == 'Tesla T4'\"}")
+    (tmp_path / "a.yaml").write_text(TEMPLATE + "---\n" + VLLM)
+    (tmp_path / "b.yaml").write_text(t4 + "---\n" + TEMPLATE.replace("namespace: ml", "namespace: other"))
+    (tmp_path / "c.yaml").write_text(t4)
+    proc = lint(str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), str(tmp_path / "c.yaml"), "--format", "json")
+    out = json.loads(proc.stdout)
+    assert out["warnings"] == [{
+        "file": str(tmp_path / "b.yaml"), "line": 3,
+        "message": f"ResourceClaimTemplate ml/one-gpu is defined again here, differently (also at "
+                   f"{tmp_path / 'a.yaml'}:3): the claims that name it are checked against this last definition, "
+                   "as applying the files in this order would leave it"}]
+    # the last definition is the one checked: its selector pins a T4, on which bf16 does not run
+    assert [(f["rule"], f["file"]) for f in out["findings"]] == [("dtype-unsupported-by-gpu", str(tmp_path / "a.yaml"))]
+    text = lint(str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
+    assert text.stdout.splitlines()[0] == (
+        f"{tmp_path / 'b.yaml'}:3: warning: ResourceClaimTemplate ml/one-gpu is defined again here, differently (also "
+        f"at {tmp_path / 'a.yaml'}:3): the claims that name it are checked against this last definition, as applying "
+        "the files in this order would leave it")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -215,6 +215,41 @@ class DeviceRequest:
     pointer: str
     # ``constraints[].matchAttribute`` that name this request (or every request): its devices share the value.
     match_attributes: tuple[str, ...] = ()
+    # ``constraints[].distinctAttribute`` that name it: its devices all have different values.
+    distinct_attributes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimConstraint:
+    """One ``constraints[]`` entry of a claim: ``matchAttribute`` (the devices of the requests it names share the
+    attribute's value) or ``distinctAttribute`` (they all have different values; KEP-5075). As in the scheduler's
+    allocator (k8s.io/dynamic-resource-allocation/structured), a device without the attribute cannot be allocated
+    under it, and no ``requests`` means every request of the claim."""
+
+    kind: str  # "matchAttribute" | "distinctAttribute"
+    attribute: str
+    requests: tuple[str, ...]  # the request names it covers (all of them when the constraint names none)
+    pointer: str
+
+    def covers(self, request: str) -> bool:
+        return request in self.requests
+
+
+def read_constraints(spec: JsonObject, base: str) -> list[ClaimConstraint]:
+    """The ``constraints`` of a ResourceClaimSpec at pointer ``base``."""
+    devices = mapping(spec.get("devices"))
+    names = [text(mapping(r).get("name")) or f"requests[{i}]" for i, r in enumerate(sequence(devices.get("requests")))]
+    out = []
+    for i, c in enumerate(sequence(devices.get("constraints"))):
+        c = mapping(c)
+        for kind in ("matchAttribute", "distinctAttribute"):
+            attribute = text(c.get(kind))
+            if attribute is None:
+                continue
+            named = {str(n) for n in sequence(c.get("requests"))}
+            covered = tuple(n for n in names if not named or n in named or any(n == m.split("/")[0] for m in named))
+            out.append(ClaimConstraint(kind, attribute, covered, f"{base}/devices/constraints/{i}"))
+    return out
 
 
 def read_claim_spec(spec: JsonObject, base: str) -> tuple[list[DeviceRequest], str | None]:
@@ -235,14 +270,13 @@ def read_claim_spec(spec: JsonObject, base: str) -> tuple[list[DeviceRequest], s
             body = mapping(r.get("exactly")) if isinstance(r.get("exactly"), dict) else r  # v1beta1: inline
             alts.append(_alternative(body, name, f"{ptr}/exactly" if isinstance(r.get("exactly"), dict) else ptr))
         out.append(DeviceRequest(name, tuple(alts), ptr))
-    for c in sequence(devices.get("constraints")):
-        c = mapping(c)
-        attribute = text(c.get("matchAttribute"))
-        if attribute is None:
-            continue
-        named = {str(n) for n in sequence(c.get("requests"))}
-        out = [DeviceRequest(r.name, r.alternatives, r.pointer, (*r.match_attributes, attribute))
-               if not named or r.name in named or any(r.name == n.split("/")[0] for n in named) else r for r in out]
+    for c in read_constraints(spec, base):
+        if c.kind == "matchAttribute":
+            out = [replace(r, match_attributes=(*r.match_attributes, c.attribute)) if c.covers(r.name) else r
+                   for r in out]
+        else:
+            out = [replace(r, distinct_attributes=(*r.distinct_attributes, c.attribute)) if c.covers(r.name) else r
+                   for r in out]
     sharing = None
     for cfg in sequence(devices.get("config")):
         opaque = mapping(mapping(cfg).get("opaque"))
@@ -376,6 +410,7 @@ class PodRequest:
     sharing: str | None = None
     count_override: int | None = None  # an extended resource: the quantity asked for
     match_attributes: tuple[str, ...] = ()  # constraints: the devices allocated share these attributes' values
+    distinct_attributes: tuple[str, ...] = ()  # constraints: the devices allocated all differ in these attributes
 
     @property
     def nvidia_gpu(self) -> bool:
@@ -387,6 +422,8 @@ class PodClaims:
     requests: tuple[PodRequest, ...]  # every resolved request
     by_claim: dict[str, tuple[PodRequest, ...]]  # pod claim name -> its requests
     notes: tuple[tuple[str, str], ...]  # (pointer, message): what could not be checked
+    # pod claim name -> the constraints of its claim that cover several requests (checked across them)
+    constraints: dict[str, tuple[ClaimConstraint, ...]] = field(default_factory=dict)
 
 
 def has_claims(spec: JsonObject) -> bool:
@@ -461,6 +498,7 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
     requests: list[PodRequest] = []
     by_claim: dict[str, tuple[PodRequest, ...]] = {}
     notes: list[tuple[str, str]] = []
+    constraints: dict[str, tuple[ClaimConstraint, ...]] = {}
     for claim_name, ptr, entry in _claim_entries(spec, pointer):
         template_name = text(entry.get("resourceClaimTemplateName"))
         direct_name = text(entry.get("resourceClaimName"))
@@ -497,10 +535,13 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
                                            f"{missing}: its selectors were not applied"))
                 alts.append(ResolvedAlternative(alt, cls))
             mine.append(PodRequest(claim_name, r.name, f"{where} request {r.name!r}", ptr, tuple(alts), sharing,
-                                   match_attributes=r.match_attributes))
+                                   match_attributes=r.match_attributes, distinct_attributes=r.distinct_attributes))
         by_claim[claim_name] = tuple(mine)
         requests.extend(mine)
-    return PodClaims(tuple(requests), by_claim, tuple(notes))
+        across = tuple(c for c in read_constraints(*found) if len(c.requests) > 1)
+        if across:
+            constraints[claim_name] = across
+    return PodClaims(tuple(requests), by_claim, tuple(notes), constraints)
 
 
 def container_claim_requests(container: JsonObject, claims: PodClaims) -> list[PodRequest]:
@@ -526,6 +567,7 @@ class Allocation:
     devices: tuple[Device, ...]
     reason: str = ""  # why none can (empty when some can)
     unknown: str = ""  # compatcheck cannot tell (a selector its CEL evaluator cannot run)
+    count: int | None = None  # how many of ``devices`` the alternative that can serve asks for (None: All)
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -627,7 +669,14 @@ class Allocator:
                 reasons.append(f"it asks for {count} devices{same} on one node and at most {best} "
                                f"{'matches' if best == 1 else 'match'} on any node")
                 continue
-            return Allocation(tuple(chosen))
+            if count is not None and request.distinct_attributes:
+                distinct = _distinct_best([chosen], request.distinct_attributes)
+                if distinct < count:
+                    names = ", ".join(request.distinct_attributes)
+                    reasons.append(f"it asks for {count} devices with distinct {names} on one node and "
+                                   f"{_values(distinct)} on any node")
+                    continue
+            return Allocation(tuple(chosen), count=count)
         return Allocation((), "; or ".join(reasons))
 
     def _none_reason(self, ra: ResolvedAlternative, placed: list[int]) -> str:
@@ -652,6 +701,66 @@ class Allocator:
         return f"no device satisfies DeviceClass {name} ({have})"
 
 
+def _values(n: int) -> str:
+    return f"at most {n} distinct value{'s' if n != 1 else ''} {'are' if n != 1 else 'is'}" if n else "none has it"
+
+
+def _on_node(groups: list[tuple[Device, ...]], node: str | None) -> list[list[Device]]:
+    """Each group's devices reachable on ``node`` (its own, and those of slices not bound to one node)."""
+    return [[d for d in g if d.node is None or d.node == node] for g in groups]
+
+
+def _nodes(groups: list[tuple[Device, ...]] | list[list[Device]]) -> list[str | None]:
+    named = sorted({d.node for g in groups for d in g if d.node is not None})
+    return list(named) or [None]
+
+
+def _distinct_best(groups: list[list[Device]] | list[tuple[Device, ...]], attributes: tuple[str, ...]) -> int:
+    """The most devices with pairwise different values of every one of ``attributes`` that the union of
+    ``groups`` can offer on one node (an upper bound: the fewest distinct values of any of the attributes)."""
+    best = 0
+    for node in _nodes(groups):
+        here = [d for g in _on_node(list(map(tuple, groups)), node) for d in g]
+        unique = {id(d): d for d in here}.values()
+        counts = []
+        for attribute in attributes:
+            counts.append(len({v for d in unique if (v := _match_values(d, (attribute,))) is not None}))
+        best = max(best, min(counts, default=0))
+    return best
+
+
+def constraint_reason(constraint: ClaimConstraint, served: list[tuple[tuple[Device, ...], int]]) -> str | None:
+    """Why a constraint that covers several requests cannot be met by the devices that can serve each of them
+    (``served``: each request's candidate devices and count); None when it may be. Necessary conditions only, on
+    one node: for matchAttribute some value that every request gets its count of (and enough devices in all);
+    for distinctAttribute as many distinct values as the requests ask for devices in all. A finding is sure."""
+    total = sum(count for _devices, count in served)
+    groups = [devices for devices, _count in served]
+    if constraint.kind == "distinctAttribute":
+        best = _distinct_best(groups, (constraint.attribute,))
+        if best >= total:
+            return None
+        return (f"they ask for {total} devices with distinct {constraint.attribute} on one node and "
+                f"{_values(best)} on any node")
+    for node in _nodes(groups):
+        here = _on_node(groups, node)
+        by_value: list[dict[tuple[str, ...], list[Device]]] = []
+        for devices in here:
+            table: dict[tuple[str, ...], list[Device]] = {}
+            for d in devices:
+                v = _match_values(d, (constraint.attribute,))
+                if v is not None:
+                    table.setdefault(v, []).append(d)
+            by_value.append(table)
+        for value in set.intersection(*(set(t) for t in by_value)) if by_value else set():
+            enough = all(len(t[value]) >= count for t, (_d, count) in zip(by_value, served, strict=True))
+            union = {id(d) for t in by_value for d in t[value]}
+            if enough and len(union) >= total:
+                return None
+    return (f"they ask for {total} devices with the same {constraint.attribute} on one node and no node "
+            "has them")
+
+
 def _match_values(d: Device, attributes: tuple[str, ...]) -> tuple[str, ...] | None:
     """The values of the ``matchAttribute`` attributes (fully qualified: domain/name) on a device; None when one is
     missing (the scheduler cannot allocate such a device under the constraint)."""
@@ -661,7 +770,8 @@ def _match_values(d: Device, attributes: tuple[str, ...]) -> tuple[str, ...] | N
         value = d.input.attributes.get(domain, {}).get(name)
         if value is None:
             return None
-        out.append(value.text if isinstance(value, Semver) else repr(value))
+        # typed: values of different types are never equal (as in the allocator's constraints)
+        out.append(f"semver:{value.text}" if isinstance(value, Semver) else repr(value))
     return tuple(out)
 
 

@@ -20,7 +20,7 @@ from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
-from compatcheck.core.model import DuplicateKey, Finding, SourceRef
+from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import known_kind_names, object_ref
 from compatcheck.io import baseline as baseline_mod
@@ -127,6 +127,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
     objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
+    report.add(_dra_redefinitions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
     ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
@@ -135,6 +136,41 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     if registry.lookups or registry.offline or options.image_facts:
         ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
     return parsed, ctx
+
+
+DRA_INDEXED = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
+
+
+def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
+    """A DeviceClass, ResourceClaim or ResourceClaimTemplate defined again, differently, under the same name (and
+    namespace) in the files linted together: the last one is what claims resolve to, as applying the files in order
+    would leave it, so a warning at it names the other place (never silence about which one was checked)."""
+    first: dict[tuple[str, str | None, str], tuple[dict[str, Any], str, int]] = {}
+    out: list[Diagnostic] = []
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                kind = obj.get("kind")
+                if kind not in DRA_INDEXED or not is_dra(obj):
+                    continue
+                meta = obj.get("metadata")
+                name = meta.get("name") if isinstance(meta, dict) else None
+                if not isinstance(name, str):
+                    continue
+                namespace = meta.get("namespace") if isinstance(meta, dict) and kind != "DeviceClass" else None
+                key = (str(kind), namespace if isinstance(namespace, str) else None, name)
+                pointer = f"{prefix}/metadata/name"
+                path, line, col = _where(doc, pointer, options)
+                seen = first.get(key)
+                first[key] = (obj, path, line)
+                if seen is None or seen[0] == obj:
+                    continue
+                shown = f"{key[1]}/{name}" if key[1] else name
+                out.append(Diagnostic(path, f"{kind} {shown} is defined again here, differently (also at "
+                                            f"{seen[1]}:{seen[2]}): the claims that name it are checked against "
+                                            "this last definition, as applying the files in this order would "
+                                            "leave it", line, col, pointer, severity=Severity.WARNING))
+    return out
 
 
 def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: LintOptions,

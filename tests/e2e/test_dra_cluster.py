@@ -109,6 +109,24 @@ def test_dra_claims_are_checked_against_the_live_resource_slices(kapi: KubeAPISe
     assert (f"Warning: ResourceClaimTemplate {ns}/not-yet (claim 'gpu') does not exist (yet): the "
             "devices it requests were not checked") in out
 
+    # Two requests whose GPUs must be different products (distinctAttribute over both: the real API server, 1.36,
+    # keeps the field, DRAConsumableCapacity being on): the node's two T4s are one product, so denied at the
+    # constraint.
+    mine = f"device.attributes['{NV}'].uuid.startsWith('GPU-{node}-')"
+    pair = template("pair", cls, mine)
+    pair["spec"]["spec"]["devices"]["requests"].append({"name": "other", "exactly": {
+        "deviceClassName": cls, "selectors": [{"cel": {"expression": mine}}]}})
+    pair["spec"]["spec"]["devices"]["constraints"] = [{"requests": ["gpu", "other"],
+                                                       "distinctAttribute": f"{NV}/productName"}]
+    rc, out = apply(kapi, ns, pair)
+    assert rc != 0
+    line = (f"- dra-request-unsatisfiable: distinctAttribute {NV}/productName over requests 'gpu', 'other': no devices "
+            f"of the cluster can serve them together: they ask for 2 devices with distinct {NV}/productName on one "
+            "node and at most 1 distinct value is on any node")
+    assert f"compatcheck denied ResourceClaimTemplate {ns}/pair:\n{line}"[:220] in out, out
+    pair["spec"]["spec"]["devices"]["constraints"][0]["distinctAttribute"] = f"{NV}/uuid"
+    assert apply(kapi, ns, pair)[0] == 0  # two different uuids on the node: admitted
+
     # Once the slices say A100, the same Deployment is admitted (the view follows the slices' changes).
     a100 = t4_slice(node)
     for d in a100["spec"]["devices"]:

@@ -51,6 +51,7 @@ from compatcheck.core.dra import (
     PodClaims,
     PodRequest,
     ResolvedAlternative,
+    constraint_reason,
     container_claim_requests,
     has_claims,
     pinned_points,
@@ -476,6 +477,28 @@ class PodAnalysis:
             return []
         ok = self._device_node_ok()
         return [(r, cluster.dra.allocator.serve(r, ok)) for r in self.dra_gpu_requests]
+
+    @once
+    def dra_constraint_failures(self) -> list[tuple[str, str, str]]:
+        """With an inventory: (pod claim name, pointer, reason) for each constraint of a claim over several of its
+        requests that the devices able to serve each request cannot meet together."""
+        outcomes = {(r.claim, r.request): (r, o) for r, o in self.dra_outcomes}
+        out = []
+        for claim, constraints in self.dra.constraints.items():
+            for c in constraints:
+                found = [outcomes.get((claim, name)) for name in c.requests]
+                if any(f is None or not f[1].devices or f[1].count is None for f in found):
+                    continue  # a request not checked, or already a finding of its own
+                served = [(f[1].devices, f[1].count) for f in found if f is not None and f[1].count is not None]
+                reason = constraint_reason(c, served)
+                if reason is not None:
+                    first = found[0]
+                    assert first is not None
+                    names = ", ".join(map(repr, c.requests))
+                    out.append((claim, first[0].pointer,
+                                f"{first[0].what.rsplit(' request ', 1)[0]}: {c.kind} {c.attribute} over requests "
+                                f"{names}: {reason}"))
+        return out
 
     def _device_node_ok(self) -> Callable[[Device], bool] | None:
         cluster = self.ctx.cluster

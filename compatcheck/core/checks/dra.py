@@ -19,7 +19,17 @@ from compatcheck.core.checks.base import (
     Violation,
     no_params,
 )
-from compatcheck.core.dra import GROUP, REVIEWED_KINDS, PodRequest, ResolvedAlternative, iter_requests
+from compatcheck.core.dra import (
+    GROUP,
+    REVIEWED_KINDS,
+    Allocation,
+    PodRequest,
+    ResolvedAlternative,
+    claim_spec_of,
+    constraint_reason,
+    iter_requests,
+    read_constraints,
+)
 from compatcheck.core.workloads import api_group
 
 
@@ -29,6 +39,7 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
         return
     inventory = ctx.cluster.dra if ctx.cluster is not None else None
     kind = obj.get("kind")
+    served: dict[str, Allocation] = {}
     for request, _spec in iter_requests(obj):
         broken = False
         for alt in request.alternatives:
@@ -56,10 +67,25 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
                                 "exist; no device can be allocated for it", request.pointer)
             continue
         outcome = inventory.allocator.serve(PodRequest("", request.name, "", request.pointer, tuple(resolved),
-                                                       match_attributes=request.match_attributes))
+                                                       match_attributes=request.match_attributes,
+                                                       distinct_attributes=request.distinct_attributes))
         if not outcome.devices and not outcome.unknown:
             yield Violation(f"request {request.name!r}: no device of the cluster can serve it: "
                             f"{outcome.reason}", request.pointer)
+        served[request.name] = outcome
+    found = claim_spec_of(obj)
+    if inventory is None or found is None:
+        return
+    # A constraint over several requests: each may be served alone and still not together.
+    for c in read_constraints(*found):
+        outcomes = [served.get(name) for name in c.requests]
+        if len(outcomes) < 2 or any(o is None or not o.devices or o.count is None for o in outcomes):
+            continue
+        reason = constraint_reason(c, [(o.devices, o.count) for o in outcomes if o is not None and o.count])
+        if reason is not None:
+            names = ", ".join(map(repr, c.requests))
+            yield Violation(f"{c.kind} {c.attribute} over requests {names}: no devices of the cluster can serve "
+                            f"them together: {reason}", c.pointer)
 
 
 register(ObjectCheck(

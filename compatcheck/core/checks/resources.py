@@ -211,6 +211,9 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
         if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown:
             yield Violation(f"no device can be allocated for claim {r.claim!r} ({r.what}): {outcome.reason}; the pod "
                             "would stay Pending", r.pointer)
+    for claim, pointer, reason in a.dra_constraint_failures:
+        yield Violation(f"no devices can be allocated for claim {claim!r} ({reason}); the pod would stay Pending",
+                        pointer)
     if cluster.node_count == 0:  # only ResourceSlices were read: nothing to say of nodes
         return
     placed, offering, wanted = _offering(a)
