@@ -322,7 +322,10 @@ def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed() -> None:
     for text in ("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: ConfigMap}]\n",
                  "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n",
                  "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  metadata: {name: x}\n",
-                 "apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n  kind: ConfigMap\n"):
+                 "apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n  kind: ConfigMap\n",
+                 # A quoted scalar going on at column 0 (ruamel and kubectl accept it) must not end the items early.
+                 "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  data:\n    a: \"one\n"
+                 "two\"\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n"):
         result = parse_text("l.yaml", text, wanted=may_matter)
         assert (result.skipped, len(result.documents)) == (0, 1), text
 

@@ -536,6 +536,7 @@ def _skippable_kind(text: str, start: int, end: int) -> str | None:
 
 _TOP_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?$", re.M)
 _TOP_KEY = re.compile(r"^[^\s#\-]", re.M)  # a line at column 0 that is neither blank, a comment nor a '-' entry
+_PLAIN_TOP_KEY = re.compile(r"[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
 _KIND_VALUE = r"""kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$"""
 
 
@@ -548,6 +549,8 @@ def list_items(text: str) -> list[tuple[str, str]] | None:
         return None
     start = heads[0].end()
     end_key = _TOP_KEY.search(text, start)
+    if end_key is not None and not _PLAIN_TOP_KEY.match(text, end_key.start()):
+        return None  # the line after the items is no top-level key (a quoted scalar's line at column 0?): parse
     region = text[start:end_key.start() if end_key is not None else len(text)]
     first = re.search(r"^([ \t]*)(\S)", region, re.M)
     if first is None:
