@@ -196,13 +196,28 @@ def test_a_baseline_matches_from_any_working_directory(tmp_path: Path) -> None:
 def test_input_left_out_on_purpose_is_no_empty_input_error(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     (root / ".compatcheck.yaml").write_text("apiVersion: compatcheck/v1\nexclude: [vendor/]\n")
-    # pre-commit passes a changed file that the config leaves out: nothing to lint, and that is fine.
-    proc = run("lint", "deploy/vendor/b.yaml", cwd=root)
-    assert proc.returncode == 0, proc.stderr
+    # pre-commit passes a changed file that the config leaves out: nothing to lint, and that is fine; the note
+    # says which pattern of which file left it out.
+    for cmd in ("lint", "fix"):
+        proc = run(cmd, "deploy/vendor/b.yaml", cwd=root)
+        assert (proc.returncode, proc.stdout if cmd == "fix" else "") == (0, ""), proc.stderr
+        assert proc.stderr.splitlines()[0] == (
+            "compatcheck: note: nothing to lint: every input path was excluded (1 by 'vendor/' (exclude: in "
+            f"{root}/.compatcheck.yaml))")
+    proc = run("lint", "deploy/a.yaml", "deploy/vendor", "deploy/keep", "--exclude", "a.yaml", "--exclude", "keep/",
+               cwd=root)
+    assert (proc.returncode, proc.stderr) == (0, "compatcheck: note: nothing to lint: every input path was excluded "
+                                                 "(1 by 'a.yaml' (--exclude); 1 by 'vendor/' (exclude: in "
+                                                 f"{root}/.compatcheck.yaml); 1 by 'keep/' (--exclude))\n")
     # A path that holds nothing at all is still the mistake it was.
     (root / "empty").mkdir()
     proc = run("lint", "empty", cwd=root)
-    assert proc.returncode == 2 and "no files to lint" in proc.stderr
+    assert (proc.returncode, proc.stderr) == (
+        2, "compatcheck: error: no files to lint: empty holds no *.yaml, *.yml or *.json file\n")
+    # Even with patterns that left nothing out.
+    proc = run("lint", "empty", "--exclude", "vendor/", cwd=root)
+    assert (proc.returncode, proc.stderr) == (
+        2, "compatcheck: error: no files to lint: empty holds no *.yaml, *.yml or *.json file\n")
 
 
 # ------------------------------------------------------------------------------------------ big repositories
@@ -216,12 +231,14 @@ spec:
     schema:
       openAPIV3Schema: {type: object, description: "not: [valid YAML"
 """
+VALID_CRD = CRD.replace('"not: [valid YAML"', '"ok"}')
+BROKEN_CRD = CRD.replace('"not: [valid YAML"', '*undefined}')  # an error only composing finds
 
 
 def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None:
-    # The CRD is not even valid YAML (an unclosed flow mapping): it is never composed, so no error; the documents
-    # after it keep their file lines and document numbers.
-    text = f"{CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
+    # The CRD names an anchor nobody defined, which only composing finds: it is never composed, so no error; the
+    # documents after it keep their file lines and document numbers.
+    text = f"{BROKEN_CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
     from compatcheck.io.lint import may_matter
 
     result = parse_text("repo.yaml", text, wanted=may_matter)
@@ -229,7 +246,111 @@ def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None
     assert [(d.index, d.line, d.locate("/spec/containers/0/image")[0]) for d in result.documents] == [
         (1, 10, 16), (3, 24, 30)]
     # Without the filter (compatcheck's own readers) everything is parsed, and the CRD is an error.
-    assert parse_text("repo.yaml", text).errors
+    assert [(e.message, e.line) for e in parse_text("repo.yaml", text).errors] == [
+        ("invalid YAML: found undefined alias", 8)]
+
+
+def test_a_skipped_document_that_is_not_yaml_is_still_an_error() -> None:
+    # Syntax errors the cheap scan can see (an unclosed flow mapping, a tab in the indentation, a quoted scalar
+    # left open) are checked by the YAML parser even in documents whose kind cannot matter: reported as the full
+    # parse reports them, with the line in the file; the documents after them are still linted.
+    from compatcheck.io.lint import may_matter
+
+    tabbed = "apiVersion: v1\nkind: ClusterRole\nmetadata:\n\tname: s\n"
+    quoted = "apiVersion: v1\nkind: ConfigMap\ndata:\n  a: \"open\n  b: c\n"
+    text = f"{CRD}---\n{GPU_POD}---\n{tabbed}---\n{quoted}---\n{GPU_POD}"
+    result = parse_text("repo.yaml", text, wanted=may_matter)
+    assert [(e.path, e.message, e.line) for e in result.errors] == [
+        ("repo.yaml", "invalid YAML: did not find expected ',' or '}'", 9),
+        ("repo.yaml", "invalid YAML: found character that cannot start any token", 23),
+        ("repo.yaml", "invalid YAML: found unexpected end of stream", 30)]
+    assert (result.skipped, [(d.index, d.line) for d in result.documents]) == (0, [(1, 10), (4, 31)])
+    # The same errors, document by document, as the full parse finds them.
+    for doc, line in ((CRD, 9), (tabbed, 4), (quoted, 6)):
+        assert [e.line for e in parse_text("d.yaml", doc).errors] == [line]
+    # Tabs in a block scalar, a quoted scalar or a flow collection over several lines are legal: the parser
+    # confirms it, and the documents are skipped.
+    legal = ("apiVersion: v1\nkind: ConfigMap\ndata:\n  run.sh: |\n    if true; then\n    \techo 'a: b'\n    fi\n"
+             "  a: \"two\n    lines\"\n  b: [x,\n    y]\n  c: {k: v, # comment\n    l: w}\n")
+    result = parse_text("repo.yaml", f"{legal}---\n{GPU_POD}", wanted=may_matter)
+    assert (result.errors, result.skipped, [d.index for d in result.documents]) == ([], 1, [1])
+    # An unrendered template among them stays quiet, as its kind cannot matter.
+    result = parse_text("repo.yaml", "apiVersion: v1\nkind: Secret\ndata: {token: {{ .Values.token }}\n",
+                        wanted=may_matter)
+    assert (result.errors, result.notes, result.skipped) == ([], [], 1)
+
+
+def test_cli_reports_a_broken_skipped_document(tmp_path: Path) -> None:
+    write(tmp_path, "role.yaml", f"apiVersion: v1\nkind: ClusterRole\nmetadata:\n\tname: s\n---\n{GPU_POD}")
+    code, out = lint_json(str(tmp_path / "role.yaml"))
+    assert (code, out["summary"]["objects"]) == (2, 1)
+    assert [(e["file"].rsplit("/", 1)[-1], e["line"], e["message"]) for e in out["errors"]] == [
+        ("role.yaml", 4, "invalid YAML: found character that cannot start any token")]
+
+
+def _indent(text: str, by: str) -> str:
+    return "".join(by + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+def _as_list(*docs: str, dash: int = 0) -> str:
+    """A ``kind: List`` of the documents, in block style, its entries at column ``dash``."""
+    pad = " " * dash
+    items = "".join(pad + "- " + _indent(d, pad + "  ")[dash + 2:] for d in docs)
+    return f"apiVersion: v1\nkind: List\nitems:\n{items}metadata: {{resourceVersion: ''}}\n"
+
+
+CRL_CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cf-crl-gpu}\n"
+DRA_CLAIM = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {}\n"
+
+
+def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed() -> None:
+    from compatcheck.io.lint import may_matter
+
+    configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\ndata: {a: b}\n"
+    # Two CRDs (the first names an anchor nobody defined: proof it is never composed) and a ConfigMap: skipped,
+    # like the documents themselves. As does a *List kind, with its items indented under 'items:'.
+    for text in (_as_list(BROKEN_CRD, VALID_CRD, configmap),
+                 _as_list(BROKEN_CRD, configmap, dash=2).replace("kind: List", "kind: CustomResourceDefinitionList")):
+        result = parse_text("l.yaml", f"{text}---\n{GPU_POD}", wanted=may_matter)
+        assert (result.errors, result.skipped, [d.index for d in result.documents]) == ([], 1, [1]), text
+    # A List holding anything that can matter is parsed: a pod, a cf-crl ConfigMap, a DRA claim, a List.
+    for item in (GPU_POD, CRL_CONFIGMAP, DRA_CLAIM, _as_list(configmap)):
+        result = parse_text("l.yaml", _as_list(configmap, VALID_CRD, item),
+                            wanted=may_matter)
+        assert (result.skipped, len(result.documents)) == (0, 1), item
+    # A List whose items the scan cannot tell for sure (flow style, an item without a kind) is parsed too.
+    for text in ("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: ConfigMap}]\n",
+                 "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n",
+                 "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  metadata: {name: x}\n",
+                 "apiVersion: v1\nkind: List\nitems:\n-\n  apiVersion: v1\n  kind: ConfigMap\n",
+                 # A quoted scalar going on at column 0 (ruamel and kubectl accept it) must not end the items early.
+                 "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  data:\n    a: \"one\n"
+                 "two\"\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n"):
+        result = parse_text("l.yaml", text, wanted=may_matter)
+        assert (result.skipped, len(result.documents)) == (0, 1), text
+
+
+def test_a_json_list_whose_items_hold_no_pod_spec_is_skipped_unparsed() -> None:
+    from compatcheck.io.lint import may_matter
+
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": []}}
+    skipped = parse_text("l.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": [crd, crd]}),
+                         wanted=may_matter)
+    assert (skipped.skipped, skipped.documents) == (1, [])
+    kept = parse_text("l.json", json.dumps({"apiVersion": "v1", "kind": "List", "items": [crd, pod]}),
+                      wanted=may_matter)
+    assert (kept.skipped, len(kept.documents)) == (0, 1)
+
+
+def test_a_list_of_crds_is_linted_as_kubectl_reads_it(tmp_path: Path) -> None:
+    # Through the CLI: the List of CRDs counts as one document without pod specs; the GPU pod in a List is linted.
+    write(tmp_path, "crds.yaml", _as_list(VALID_CRD, VALID_CRD))
+    write(tmp_path, "pods.yaml", _as_list(CRL_CONFIGMAP.replace("cf-crl-", ""), GPU_POD))
+    _code, out = lint_json(str(tmp_path), "--nodes", str(T4_NODES))
+    assert (out["summary"]["objects"], out["summary"]["documentsWithoutPodSpecs"], out["errors"]) == (2, 1, [])
+    assert sorted((f["file"].rsplit("/", 1)[-1], f["rule"], f["line"]) for f in out["findings"]) == [
+        ("pods.yaml", "cuda-driver-needs-forward-compat", 13), ("pods.yaml", "dtype-unsupported-by-gpu", 14)]
 
 
 def test_a_repository_of_crds_lints_in_bounded_memory(tmp_path: Path) -> None:

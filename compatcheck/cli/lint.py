@@ -111,7 +111,8 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     """Config, rules, lint options and the rendered text of --helm-chart/--kustomize (None for plain paths)."""
     if not args.paths and not args.helm_chart and not args.kustomize:
         raise CommandError("give files or directories to lint (or - for stdin, --helm-chart DIR, --kustomize DIR)")
-    configured = configure(args.config or find_config(), args.rules_dir)
+    config_file = args.config or find_config()
+    configured = configure(config_file, args.rules_dir)
     config, loaded = configured.config, configured.loaded
     if args.rule:
         unknown = [r for r in args.rule if r not in loaded.ruleset.rules]
@@ -121,7 +122,8 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     if args.max_file_size <= 0:
         raise CommandError("--max-file-size must be positive")
     config = replace(config, registry=registry_settings(args, config.registry))
-    exclude = PathFilter().add(config.exclude, config.root or os.getcwd()).add(args.exclude, os.getcwd())
+    exclude = PathFilter().add(config.exclude, config.root or os.getcwd(), f"exclude: in {config_file}").add(
+        args.exclude, os.getcwd(), "--exclude")
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
                           config=config, image_facts=list(args.image_facts), exclude=exclude or None)
@@ -178,13 +180,16 @@ def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str
                    options: LintOptions) -> None:
     """An empty input set is an error, not a silent pass: a CI job whose glob or directory matched nothing
     would otherwise stay green forever. Input that --exclude or exclude: left out on purpose is no such mistake
-    (pre-commit passing only excluded files)."""
-    if options.exclude is not None and options.exclude.hits:
+    (pre-commit passing only excluded files): exit 0, with a note saying which patterns left it out."""
+    if texts is not None or report.files or report.errors:
         return
-    if texts is None and report.files == 0 and not report.errors:
-        where = ", ".join(args.paths)
-        raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
-                           "*.yml or *.json file")
+    if options.exclude is not None and options.exclude.hits:
+        left_out = "; ".join(f"{n} by {what}" for what, n in options.exclude.by_pattern.items())
+        print(f"compatcheck: note: nothing to lint: every input path was excluded ({left_out})", file=sys.stderr)
+        return
+    where = ", ".join(args.paths)
+    raise CommandError(f"no files to lint: {where} {'holds' if len(args.paths) == 1 else 'hold'} no *.yaml, "
+                       "*.yml or *.json file")
 
 
 def _emit(args: argparse.Namespace, report: LintReport) -> None:

@@ -34,6 +34,7 @@ from compatcheck.io.manifests import (
     PathFilter,
     expand_paths,
     iter_objects,
+    list_items,
     parse_text,
     read_file,
 )
@@ -70,9 +71,13 @@ def may_matter(kind: str, text: str) -> bool:
     """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
     (``compatcheck.core.workloads``) or that they read (DRA claims, templates and classes), a List, or a ConfigMap
     that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is skipped before
-    the position-tracking parse."""
-    if kind in _POD_KINDS or kind.endswith("List"):
+    the position-tracking parse, and so is a List whose items a cheap scan finds to be all of such kinds (a List
+    of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
+    if kind in _POD_KINDS:
         return True
+    if kind.endswith("List"):
+        items = list_items(text)
+        return items is None or any(k.endswith("List") or may_matter(k, t) for k, t in items)
     return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
 
 

@@ -451,7 +451,9 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
                 index = _compose(path, text[run[0][0]:run[-1][1]], run_line, run_index, result, strict,
                                  check_templates=True, chunks=len(run))
                 run = []
-            result.skipped += 1
+            if not _suspect(text, start, end) or not _syntax_error(path, text[start:end], chunk_line,
+                                                                               result):
+                result.skipped += 1
             index += 1
             continue
         if not run:
@@ -483,6 +485,42 @@ def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
         yield start, end, line
 
 
+# Lines where a syntax error is likely, looked for in the documents skipped unparsed: a tab in the indentation, a quoted
+# scalar after ': ' or '- ' not closed on its line, a flow collection there not closed on its line (nor continued with
+# a ','). Each is legal somewhere (a tab in a block scalar, a multi-line quoted scalar or flow collection): a document
+# with one is checked by the YAML parser (events only, no nodes), so an error is reported as the full parse reports it.
+# One pattern each, every one starting with a literal (an alternation of them scans several times slower).
+_TAB_INDENT = re.compile(r"^ *\t", re.M)
+_SUSPECTS = tuple(re.compile(p, re.M) for p in (
+    # After a key that is not itself quoted: '"expr": "sum(...)"' fills the JSON dashboards held in block scalars.
+    r""": "(?<!["']: ")[^"\\\n]*(?:\\.[^"\\\n]*)*\r?$""", r"""- "[^"\\\n]*(?:\\.[^"\\\n]*)*\r?$""",
+    r""": '(?<!["']: ')[^'\n]*(?:''[^'\n]*)*\r?$""", r"""- '[^'\n]*(?:''[^'\n]*)*\r?$""",
+    r""": [\[{][^\n]*[^\]},\s]\r?$""", r"""- [\[{][^\n]*[^\]},\s]\r?$"""))
+
+
+def _suspect(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] has a line where a syntax error is likely (see ``_SUSPECTS``)."""
+    if text.find("\t", start, end) >= 0 and _TAB_INDENT.search(text, start, end):
+        return True
+    return any(p.search(text, start, end) for p in _SUSPECTS)
+
+
+def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) -> bool:
+    """Check the syntax of a document skipped unparsed (``text`` starts at 0-based line ``line_offset`` of the file):
+    whether it had an error, which goes into ``result`` (a document that looks like a template is skipped quietly,
+    as its kind cannot matter)."""
+    try:
+        for _event in _parser().parse(text):
+            pass
+    except YAMLError as exc:
+        if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
+            return False
+        err = _yaml_error(path, exc)
+        result.errors.append(Diagnostic(err.path, err.message, err.line + line_offset if err.line else None))
+        return True
+    return False
+
+
 def _skippable_kind(text: str, start: int, end: int) -> str | None:
     """The kind of the document text[start:end] when a cheap scan can tell it for sure: exactly one top-level
     'kind:' and no '...' marker (which could start another document). None: parse it to know."""
@@ -494,6 +532,49 @@ def _skippable_kind(text: str, start: int, end: int) -> str | None:
     if found is None or _DOC_END.search(text, start, end):
         return None
     return found
+
+
+_TOP_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?$", re.M)
+_TOP_KEY = re.compile(r"^[^\s#\-]", re.M)  # a line at column 0 that is neither blank, a comment nor a '-' entry
+_PLAIN_TOP_KEY = re.compile(r"[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
+_KIND_VALUE = r"""kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$"""
+
+
+def list_items(text: str) -> list[tuple[str, str]] | None:
+    """(kind, text) of each item of a ``kind: *List`` document written in block style, when a cheap scan can tell
+    every item's kind for sure: a top-level ``items:`` whose block sequence holds block mappings, each with exactly
+    one ``kind:`` among its own keys. None: parse the document to know (flow style, an item without a kind, ...)."""
+    heads = list(_TOP_ITEMS.finditer(text))
+    if len(heads) != 1:
+        return None
+    start = heads[0].end()
+    end_key = _TOP_KEY.search(text, start)
+    if end_key is not None and not _PLAIN_TOP_KEY.match(text, end_key.start()):
+        return None  # the line after the items is no top-level key (a quoted scalar's line at column 0?): parse
+    region = text[start:end_key.start() if end_key is not None else len(text)]
+    first = re.search(r"^([ \t]*)(\S)", region, re.M)
+    if first is None:
+        return []  # 'items:' with nothing under it: null, no items
+    if first.group(2) != "-" or "\t" in first.group(1):
+        return None
+    dash = len(first.group(1))
+    entries = [m.start() for m in re.finditer(rf"^ {{{dash}}}-(?=[ \t]|\r?$)", region, re.M)]
+    if not entries or entries[0] != first.start():
+        return None
+    out: list[tuple[str, str]] = []
+    for i, at in enumerate(entries):
+        item = region[at:entries[i + 1] if i + 1 < len(entries) else len(region)]
+        head = re.match(rf" {{{dash}}}-( +)(\S)?", item)
+        if head is None or head.group(2) is None:
+            return None  # '-' alone on its line (its mapping starts below), or a tab: parse it
+        column = dash + 1 + len(head.group(1))  # the column of the item's own keys
+        kinds = [m for m in re.finditer(rf"^(?: {{{dash}}}-{head.group(1)}| {{{column}}}){_KIND_VALUE}", item, re.M)]
+        if len(kinds) != 1 or re.search(rf"^ {{{dash}}}-{head.group(1)}[{{\[\-]", item):
+            return None  # no kind, two, or a flow mapping / nested sequence as the item
+        m = kinds[0]
+        out.append((m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(3),
+                    item))
+    return out
 
 
 def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedFile, strict: bool, *,
@@ -613,7 +694,14 @@ def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: 
         if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
             return result
         kind = data["kind"]
-        if wanted is not None and not kind.endswith("List") and not wanted(kind, text):
+        items = data.get("items")
+        if kind.endswith("List") and isinstance(items, list):
+            # A List is skipped when every item is an object whose kind the filter refuses (a List of CRDs).
+            skip = all(isinstance(item, dict) and isinstance(item.get("kind"), str)
+                       and not item["kind"].endswith("List") and not wanted(item["kind"], text) for item in items)
+        else:
+            skip = not kind.endswith("List") and not wanted(kind, text)
+        if skip:
             result.skipped += 1
             return result
     try:
@@ -677,14 +765,17 @@ class PathFilter:
     working directory for ``--exclude``, the config file's directory for its ``exclude:``."""
 
     def __init__(self) -> None:
-        self._groups: list[tuple[str, Any]] = []
+        self._groups: list[tuple[str, Any, list[str], str]] = []  # (base, spec, patterns, where they come from)
         self.hits = 0  # paths left out so far
-    def add(self, patterns: Iterable[str], base: str) -> PathFilter:
+        self.by_pattern: dict[str, int] = {}  # "'vendor/' (--exclude)": paths it left out
+
+    def add(self, patterns: Iterable[str], base: str, origin: str = "--exclude") -> PathFilter:
+        """``origin`` names where the patterns come from in messages: ``--exclude``, ``exclude: in FILE``."""
         lines = [p for p in patterns if p.strip()]
         if lines:
             import pathspec  # lazily: only runs with exclusions pay the import
 
-            self._groups.append((os.path.abspath(base), pathspec.GitIgnoreSpec.from_lines(lines)))
+            self._groups.append((os.path.abspath(base), pathspec.GitIgnoreSpec.from_lines(lines), lines, origin))
         return self
 
     def __bool__(self) -> bool:
@@ -692,13 +783,21 @@ class PathFilter:
 
     def excluded(self, path: str, *, is_dir: bool = False) -> bool:
         full = os.path.abspath(path)
-        for base, spec in self._groups:
+        for base, spec, lines, origin in self._groups:
             rel = os.path.relpath(full, base)
             if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
                 continue  # outside this group's directory: its patterns say nothing about it
             rel = rel.replace(os.sep, "/")
-            if spec.match_file(rel + "/" if is_dir else rel):
+            target = rel + "/" if is_dir else rel
+            if hasattr(spec, "check_file"):  # pathspec >= 0.12: which pattern decided
+                check = spec.check_file(target)
+                matched, index = bool(check.include), check.index
+            else:
+                matched, index = spec.match_file(target), None
+            if matched:
                 self.hits += 1
+                what = f"{lines[index]!r} ({origin})" if isinstance(index, int) and index < len(lines) else origin
+                self.by_pattern[what] = self.by_pattern.get(what, 0) + 1
                 return True
         return False
 
