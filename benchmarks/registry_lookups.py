@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from webhook_load import free_port, stop, wait_ready  # noqa: E402
+from webhook_load import fixed_rate, free_port, stop, wait_ready  # noqa: E402
 
 from tests.registry.conftest import CUDA13_ENV  # noqa: E402
 from tests.registry.harness import USERS, Registry, RegistryCA, SlowRelay, TokenServer, find_registry  # noqa: E402
@@ -64,38 +64,6 @@ def review(obj: dict[str, Any], uid: str) -> bytes:
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
         "namespace": "ml", "object": obj, "oldObject": None, "dryRun": False}}).encode()
-
-
-async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate: int,
-                     duration: float) -> dict[str, Any]:
-    """Open loop at ``rate``: p50, p99 and max latency from each request's scheduled start (queueing counts), and
-    the answers that were not 200."""
-    import aiohttp
-
-    latencies: list[float] = []
-    errors = 0
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256, ssl=ctx)) as s:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + 0.2
-        total = int(rate * duration)
-
-        async def one(i: int) -> None:
-            nonlocal errors
-            scheduled = start + i / rate
-            await asyncio.sleep(max(0.0, scheduled - loop.time()))
-            try:
-                async with s.post(url + "/validate", data=payloads[i % len(payloads)],
-                                  headers={"Content-Type": "application/json"}) as r:
-                    await r.read()
-                    errors += r.status != 200
-            except aiohttp.ClientError:
-                errors += 1
-            latencies.append(loop.time() - scheduled)
-
-        await asyncio.gather(*(one(i) for i in range(total)))
-    latencies.sort()
-    return {"n": len(latencies), "errors": errors, "p50": statistics.median(latencies) * 1000,
-            "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000, "max": latencies[-1] * 1000}
 
 
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, dict[str, Any]]:
