@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core import knowledge
-from compatcheck.core.images import ImageFacts
+from compatcheck.core.images import Binary, ForwardCompat, ImageFacts
 from compatcheck.core.knowledge import (
     Architecture,
     DriverVerdict,
@@ -306,3 +306,78 @@ def test_a_pinned_tag_of_a_floating_family_is_read_from_its_release() -> None:
     assert pinned is not None and (pinned.cuda, pinned.cuda_at_least, pinned.framework_version) == (
         cuda("12.4"), None, parse_version("1.5"))
     assert kb.image_facts("other:latest") is None
+
+
+# ------------------------------------------------------------------ resolving a reference through a profile
+RESOLVE = {
+    "forward-compat": [{"cuda": "12.4", "branches": [535], "brands": ["tesla"], "source": "FC124"},
+                       {"cuda": "12.4.1", "branches": [550], "brands": ["tesla"], "source": "FC1241"},
+                       {"cuda": "11.4.3", "branches": [], "source": "FC114"}],
+    "image-profiles": [
+        {"name": "os", "pattern": r"^os:", "source": "OS", "noCudaRuntime": True},
+        {"name": "base", "pattern": r"^base:(?P<cuda>[^-]+)-x$", "source": "B"},
+        {"name": "ngc", "pattern": r"^ngc:(?P<version>[^-]+)-py3$", "source": "N", "framework": "ngc",
+         "compatLibs": True, "requireCuda": "9.0",
+         "versions": [{"equals": "24.05", "cuda": "12.4.1", "source": "N2405"},
+                      {"equals": "24.06", "cuda": "12.5", "source": "N2406",
+                       "forwardCompat": {"branches": [470, 525], "brands": ["tesla"], "source": "FWD"}}]},
+        {"name": "serve", "pattern": r"^serve:v(?P<version>[\d.]+)(?P<variant>-cu\d+)?$", "source": "S",
+         "framework": "serve",
+         "versions": [{"from": "1.0", "cuda": "12.8", "base": "12.4.1", "source": "S1",
+                       "binaries": [{"component": "kernels", "sass": ["8.0", "9.0"], "ptx": ["9.0"],
+                                     "source": "K"}]},
+                      {"from": "1.0", "variant": "-cu130", "cuda": "13.0", "base": "13.0", "source": "S130"},
+                      {"equals": "0.5", "source": "S05"},
+                      {"equals": "0.1", "noCudaRuntime": True, "source": "S01"}]}]}
+
+
+@pytest.mark.parametrize(("image", "expected", "sources"), [
+    ("os:24.04", ImageFacts("os:24.04", "os", origin="image os:24.04", no_cuda_runtime=True), ("OS",)),
+    # a tag's CUDA, no release table: no base, no gate, no forward compatibility without a base
+    ("base:12.4.1-x", ImageFacts("base:12.4.1-x", "base", cuda=cuda("12.4.1"), origin="image base:12.4.1-x"),
+     ("B",)),
+    ("base:twelve-x", ImageFacts("base:twelve-x", "base", origin="image base:twelve-x",
+                                 reason="tag CUDA 'twelve' unreadable"), ()),
+    # NGC: cuda-compat libraries make the release's CUDA the base; its NVIDIA_REQUIRE_CUDA asks for 9.0 only; the
+    # forward-compat row of the exact patch release wins over the X.Y row
+    ("ngc:24.05-py3", ImageFacts(
+        "ngc:24.05-py3", "ngc", cuda=cuda("12.4.1"), origin="image ngc:24.05-py3", framework="ngc",
+        framework_version=parse_version("24.05"), base_cuda=cuda("12.4.1"), require_cuda=cuda("9.0"),
+        forward_compat=ForwardCompat(cuda("12.4.1"), frozenset({550}), frozenset({"tesla"}), "FC1241")),
+     ("N", "N2405")),
+    ("ngc:24.06-py3", ImageFacts(
+        "ngc:24.06-py3", "ngc", cuda=cuda("12.5"), origin="image ngc:24.06-py3", framework="ngc",
+        framework_version=parse_version("24.06"), base_cuda=cuda("12.5"), require_cuda=cuda("9.0"),
+        forward_compat=ForwardCompat(cuda("12.5"), frozenset({470, 525}), frozenset({"tesla"}), "FWD")),
+     ("N", "N2406")),
+    ("ngc:24.07-py3", ImageFacts("ngc:24.07-py3", "ngc", origin="image ngc:24.07-py3", framework="ngc",
+                                 framework_version=parse_version("24.07"),
+                                 reason="version 24.07 of ngc is not in the image table"), ()),
+    ("ngc:x.y-py3", ImageFacts("ngc:x.y-py3", "ngc", origin="image ngc:x.y-py3", reason="tag version unreadable"),
+     ()),
+    # wheels over an older base: the origin says so; the base's gate and forward compatibility are the base's
+    ("serve:v1.2", ImageFacts(
+        "serve:v1.2", "serve", cuda=cuda("12.8"),
+        origin="image serve:v1.2, whose wheels load CUDA 12.8 over its CUDA 12.4 base", framework="serve",
+        framework_version=parse_version("1.2"), base_cuda=cuda("12.4.1"), require_cuda=cuda("12.4.1"),
+        binaries=(Binary("kernels", (parse_compute_capability("8.0"), parse_compute_capability("9.0")),
+                         (parse_compute_capability("9.0"),), cuda("12.8"), "K"),),
+        forward_compat=ForwardCompat(cuda("12.4.1"), frozenset({550}), frozenset({"tesla"}), "FC1241")),
+     ("S", "S1")),
+    ("serve:v1.2-cu130", ImageFacts(
+        "serve:v1.2-cu130", "serve", cuda=cuda("13.0"), origin="image serve:v1.2-cu130", framework="serve",
+        framework_version=parse_version("1.2"), base_cuda=cuda("13.0"), require_cuda=cuda("13.0")),
+     ("S", "S130")),
+    ("serve:v0.9-cu130", ImageFacts("serve:v0.9-cu130", "serve", origin="image serve:v0.9-cu130", framework="serve",
+                                    framework_version=parse_version("0.9"),
+                                    reason="version 0.9-cu130 of serve is not in the image table"), ()),
+    ("serve:v0.5", ImageFacts("serve:v0.5", "serve", origin="image serve:v0.5", framework="serve",
+                              framework_version=parse_version("0.5"),
+                              reason="serve does not say which CUDA this tag carries"), ("S", "S05")),
+    ("serve:v0.1", ImageFacts("serve:v0.1", "serve", origin="image serve:v0.1", no_cuda_runtime=True), ("S01",)),
+])
+def test_a_reference_resolves_through_its_profile_and_release(image: str, expected: ImageFacts,
+                                                               sources: tuple[str, ...]) -> None:
+    facts = KnowledgeBase.from_tables(RESOLVE).image_facts(image)
+    assert facts == expected
+    assert facts is not None and facts.sources == sources
