@@ -381,3 +381,59 @@ def test_a_reference_resolves_through_its_profile_and_release(image: str, expect
     facts = KnowledgeBase.from_tables(RESOLVE).image_facts(image)
     assert facts == expected
     assert facts is not None and facts.sources == sources
+
+
+PROFILE_ROWS = {
+    "torch-wheels": [{"from": "2.4", "before": "2.6", "cuda": "12.4", "sass": ["8.0", "7.5"], "ptx": ["9.0"],
+                      "source": "TW124"},
+                     {"from": "2.4", "cuda": "12.1", "sass": ["7.0"], "source": "TW121"}],
+    "image-profiles": [
+        # NGC-like but with no start gate at all: requireCuda null, while cuda-compat still makes a base
+        {"name": "nogate", "pattern": r"^nogate:(?P<cuda>[\d.]+)$", "source": "G", "compatLibs": True,
+         "requireCuda": None},
+        {"name": "pt", "pattern": r"^pt:(?P<version>[\d.]+)-cu(?P<flavour>\d+)$", "source": "P", "framework": "torch",
+         "versions": [{"from": "2.4", "cuda": "12.4", "source": "P24",
+                       "binaries": [{"component": "torch", "torch": "2.5", "source": "PB"}]},
+                      {"equals": "2.3", "cuda": "12.4", "source": "P23",
+                       "binaries": [{"component": "torch", "torch": "2.5", "torchCuda": "12.1", "source": "PB"},
+                                    {"component": "unknown wheel", "torch": "3.0", "source": "PB"},
+                                    {"component": "flash", "sass": ["9.0"], "toolkit": "12.3", "optional": True,
+                                     "source": "FA"}]}]}]}
+
+
+def test_no_start_gate_when_the_row_says_requirecuda_null() -> None:
+    facts = KnowledgeBase.from_tables(PROFILE_ROWS).image_facts("nogate:12.4.1")
+    assert facts is not None and (facts.base_cuda, facts.require_cuda) == (cuda("12.4.1"), None)
+
+
+def test_wheel_binaries_come_from_the_torch_wheels_table_by_flavour() -> None:
+    kb = KnowledgeBase.from_tables(PROFILE_ROWS)
+    cc = parse_compute_capability
+    pinned = kb.image_facts("pt:2.4-cu124")
+    assert pinned is not None and pinned.binaries == (
+        Binary("torch 2.5+cu124", (cc("7.5"), cc("8.0")), (cc("9.0"),), cuda("12.4"), "TW124"),)
+    # torchCuda picks the wheel flavour over the release's CUDA; a wheel the table lacks gives no binary;
+    # explicit architectures keep their own toolkit and optional flag
+    old = kb.image_facts("pt:2.3-cu121")
+    assert old is not None and old.binaries == (
+        Binary("torch 2.5+cu121", (cc("7.0"),), (), cuda("12.1"), "TW121"),
+        Binary("flash", (cc("9.0"),), (), cuda("12.3"), "FA", optional=True))
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"name": "n", "pattern": "(?P<cuda>x)", "source": "s", "floating": "("}, "image-profiles n: bad regex '('"),
+    ({"name": "n", "pattern": "(?P<cuda>x)", "source": "s", "requireCuda": "x"}, "image-profiles n: CUDA version 'x'"),
+    ({"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"equals": "1", "base": "y", "source": "s"}]}, "image-profiles n: CUDA version 'y'"),
+    ({"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"equals": "1", "forwardCompat": {"cuda": "z", "branches": [], "source": "s"}, "source": "s"}]},
+     "image-profiles n: CUDA version 'z'"),
+    ({"name": "n", "pattern": "(?P<version>x)", "source": "s", "versions": [
+        {"equals": "1", "frameworkVersion": "v.w", "source": "s"}]}, "image-profiles n: version 'v.w'"),
+    ({"name": "n", "pattern": "(?P<cuda>x)", "source": "s", "binaries": [
+        {"component": "c", "toolkit": "t", "source": "s"}]}, "image-profiles n: CUDA version 't'"),
+])
+def test_unusable_profile_fields_are_knowledge_errors(row: dict[str, Any], message: str) -> None:
+    with pytest.raises(KnowledgeError) as err:
+        KnowledgeBase.from_tables({"image-profiles": [row]})
+    assert str(err.value).startswith(message)
