@@ -11,7 +11,7 @@ import pytest
 
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import build_cluster
-from compatcheck.core.dra import build_index, build_inventory
+from compatcheck.core.dra import BUILTIN_CLASSES, Inventory, build_index, build_inventory
 from compatcheck.core.engine import evaluate
 from tests.core.helpers import rule
 from tests.core.tables import make_kb
@@ -229,3 +229,60 @@ def test_a_constraint_with_an_unservable_request_is_left_to_that_request() -> No
     obj = claim(request("a"), request("b", NV, H100), constraints=[MATCH])
     assert [p for p, _m in found(obj, SLICES)] == ["/spec/devices/requests/1"]
     assert found(obj, None) == []
+
+
+def test_long_selectors_are_shortened_in_the_reason() -> None:
+    # the request's selectors joined with &&, white space collapsed, cut at 90 characters
+    obj = claim(request("gpu", NV, f"{PRODUCT}   ==\n  'H100'", f"{PRODUCT}.startsWith('NVIDIA H')"))
+    joined = f"{PRODUCT} == 'H100' && {PRODUCT}.startsWith('NVIDIA H')"
+    assert found(obj, SLICES) == [(
+        "/spec/devices/requests/0",
+        "request 'gpu': no device of the cluster can serve it: 3 gpu.nvidia.com devices in reach: "
+        "NVIDIA-A100-SXM4-40GB, Tesla-T4, and none of the 3 of DeviceClass gpu.nvidia.com satisfies the selector "
+        f"{joined[:89] + '…'!r}")]
+    exact = f"{PRODUCT} == '{'H' * 37}'"
+    assert len(exact) == 90
+    assert found(claim(request("gpu", NV, exact)), SLICES)[0][1].endswith(f"satisfies the selector {exact!r}")
+    longer = f"{PRODUCT} == '{'H' * 38}'"
+    assert found(claim(request("gpu", NV, longer)), SLICES)[0][1].endswith(
+        f"satisfies the selector {longer[:89] + '…'!r}")
+
+
+def test_a_class_known_only_from_the_chart_is_none_of_the_live_clusters() -> None:
+    kb = make_kb()
+    cluster = build_cluster([], kb)
+    chart = build_inventory(SLICES)
+    cluster.dra = Inventory(chart.devices, {NV: BUILTIN_CLASSES[NV]})
+    obj = claim(request("gpu", NV))
+    live = evaluate(obj, [rule("dra-claim")], EvalContext(kb, cluster, dra=build_index([], authoritative=True)))
+    assert [(f.pointer, f.message) for f in live.findings] == [(
+        "/spec/devices/requests/0", "request 'gpu': DeviceClass 'gpu.nvidia.com' does not exist; no device can be "
+                                    "allocated for it")]
+    files = evaluate(obj, [rule("dra-claim")], EvalContext(kb, cluster, dra=build_index([])))
+    assert files.findings == []
+
+
+def test_a_request_without_its_class_does_not_stop_the_next() -> None:
+    obj = claim(request("x", "missing"), request("big", count=3))
+    assert found(obj, SLICES) == [("/spec/devices/requests/1", "request 'big': no device of the cluster can serve "
+                                                               "it: it asks for 3 devices on one node and at most 2 "
+                                                               "match on any node")]
+
+
+def test_constraints_naming_no_request_or_a_request_of_all_devices_are_not_judged() -> None:
+    a100 = f"{PRODUCT}.startsWith('NVIDIA A100')"
+    assert found(claim(request("a"), constraints=[{**MATCH, "requests": ["nope"]}]), SLICES) == []
+    # a and b cannot match, but c takes every device: left to the pod
+    assert found(claim(request("a", NV, f"{PRODUCT} == 'Tesla T4'"), request("b", NV, a100), request("c", mode="All"),
+                       constraints=[MATCH]), SLICES) == []
+
+
+def test_each_constraint_is_judged() -> None:
+    a100 = f"{PRODUCT}.startsWith('NVIDIA A100')"
+    obj = claim(request("a"), request("b", NV, a100), request("c", mode="All"),
+                constraints=[MATCH, {**MATCH, "requests": ["a", "b"]}])
+    assert found(obj, SLICES) == [(
+        "/spec/devices/constraints/1",
+        "matchAttribute gpu.nvidia.com/productName over requests 'a', 'b': no devices of the cluster can serve them "
+        "together: they ask for 2 devices with the same gpu.nvidia.com/productName on one node and no node has "
+        "them")]

@@ -73,6 +73,13 @@ def test_the_nvidia_attributes_an_expression_reads(expressions: list[str], expec
     ((f"{P}.productName != '' && {P}.cudaComputeCapability.isLessThan(semver('8.0.0'))",), ([cc(7, 5)], False)),
     ((f"{P}.productName.size() > 0 && {P}.driverVersion.isLessThan(semver('500.0.0'))",),
      ([driver("470", 11, 4)], True)),
+    ((f"{P}.productName.size() > 0 && {P}.cudaComputeCapability.isLessThan(semver('9.0.0')) && "
+      f"{P}.driverVersion.isGreaterThan(semver('500.0.0'))",),
+     ([{**cc(7, 5), **driver("535", 12, 2)}, {**cc(7, 5), **driver("550", 12, 4)},
+       {**cc(8, 0), **driver("535", 12, 2)}, {**cc(8, 0), **driver("550", 12, 4)}], True)),
+    # semver(s, true) is normalised
+    ((f"{P}.cudaComputeCapability == semver('8.6', true)",), ([cc(8, 6)], False)),
+    ((f"{P}.cudaComputeCapability == semver('v9.1', true)",), ([cc(9, 1)], False)),
     # type, profile, architecture and brand are checked, never labels
     ((f"{P}.type == 'gpu' && {P}.productName == 'Tesla T4'",), ([T4], False)),
     ((f"{P}.type == 'mig' && {P}.profile == '1g.5gb' && {P}.cudaComputeCapability == semver('8.0.0')",),
@@ -86,6 +93,7 @@ def test_the_nvidia_attributes_an_expression_reads(expressions: list[str], expec
     ((f"{P}.architecture == 'Ampere'",), ([], False)),
     ((f"{P}.type == 'gpu'",), ([], False)),
     ((f"{P}.uuid == 'x' && {P}.productName == 'Tesla T4'",), ([], False)),
+    ((f"!has({P}.uuid) && {P}.productName == 'Tesla T4'",), ([], False)),
     (("device.driver == 'gpu.nvidia.com'",), ([], False)),
     # no device of the table satisfies them; an expression compatcheck cannot evaluate
     ((f"{P}.productName == 'Tesla T4'", f"{P}.productName == 'NVIDIA A100-SXM4-40GB'"), ([], False)),
@@ -98,7 +106,7 @@ def test_what_selectors_pin(selectors: tuple[str, ...], expected: tuple[list[dic
     assert pinned_points(selectors, KNOWN) == expected
 
 
-def test_one_point_is_a_grid() -> None:
+def test_literals_alone_make_the_product_axis() -> None:
     assert pinned_points((f"{P}.productName == 'Tesla T4'",), KnownValues((), (), ())) == ([T4], False)
 
 
@@ -117,6 +125,9 @@ def test_the_grid_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         [{"nvidia.com/gpu.product": "P1", **cc(8, 0)}], False)
     assert pinned_points(two, KnownValues(("P1", "P2"), ("8.0", "9.0"), ())) == ([], False)
     assert pinned_points(two, KnownValues(("P1",), ("7.5", "8.0", "9.0"), ())) == ([], False)
+    # an axis of one value counts once
+    monkeypatch.setattr(dra, "MAX_GRID", 3)
+    assert pinned_points(two, KnownValues(("P1",), ("8.0",), ())) == ([{"nvidia.com/gpu.product": "P1"}], False)
 
 
 def test_a_driver_without_a_known_branch_is_left_out() -> None:
@@ -126,6 +137,21 @@ def test_a_driver_without_a_known_branch_is_left_out() -> None:
         [], False)
     assert pinned_points((f"{P}.driverVersion == semver('535.1.0')",), KnownValues((), (), ((535, "12.2"),))) == (
         [driver("535.1", 12, 2)], True)
+    # a semver literal from branch 100 up may be a driver
+    assert pinned_points((f"{P}.driverVersion == semver('100.1.0')",), KnownValues((), (), ((100, "9.0"),))) == (
+        [driver("100.1", 9, 0)], True)
+    assert pinned_points((f"{P}.driverVersion == semver('99.1.0')",), KnownValues((), (), ((99, "9.0"),))) == (
+        [], False)
+
+
+def test_every_pinnable_attribute_at_once() -> None:
+    # string literals: 'gpu.nvidia.com' and 'gpu', the candidates of every string axis
+    selector = (f"{P}.productName == 'gpu' && {P}.type == 'gpu' && {P}.profile == 'gpu' && {P}.architecture == 'gpu' "
+                f"&& {P}.brand == 'gpu' && {P}.cudaComputeCapability == {P}.cudaComputeCapability && "
+                f"{P}.driverVersion == {P}.driverVersion && {P}.cudaDriverVersion == {P}.cudaDriverVersion",)
+    assert nvidia_attributes(selector) == frozenset(PINNABLE)
+    assert pinned_points(selector, KnownValues((), ("7.5",), ((535, "12.2"),))) == (
+        [{"nvidia.com/gpu.product": "gpu"}], False)
 
 
 def test_the_pinnable_attributes() -> None:

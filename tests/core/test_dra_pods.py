@@ -54,6 +54,7 @@ OBJECTS = [
              constraints=[{"matchAttribute": "gpu.nvidia.com/productName", "requests": ["a", "b"]},
                           {"distinctAttribute": "gpu.nvidia.com/uuid", "requests": ["c"]}]),
     template("shared", "ml", exactly("gpu"), kind="ResourceClaim"),
+    template("shared", "dev", exactly("other", "mig.nvidia.com"), kind="ResourceClaim"),
     {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "a100"},
      "spec": {"selectors": [{"cel": {"expression": A100.selectors[0]}}]}},
 ]
@@ -121,6 +122,7 @@ def test_missing_claims_are_notes_and_unnamed_entries_are_skipped() -> None:
     pc = claims([{"name": "a", "resourceClaimName": "nope"}, {"resourceClaimName": "shared"}, {"name": "b"},
                  "junk", {"name": "c", "resourceClaimTemplateName": "t4", "resourceClaimName": "shared"}],
                 namespace=None)
+    assert [r.claim for r in claims([{"name": "b"}, {"name": "c", "resourceClaimName": "shared"}]).requests] == ["c"]
     assert pc.notes == (("/spec/template/spec/resourceClaims/0", "ResourceClaim nope (claim 'a') is not in the "
                                                                  "input: the devices it requests were not checked"),)
     # a template wins over a claim of the same entry; without a namespace the one of that name is found
@@ -130,8 +132,8 @@ def test_missing_claims_are_notes_and_unnamed_entries_are_skipped() -> None:
 def test_a_claim_that_is_not_a_claim() -> None:
     index = build_index([{"kind": "ResourceClaim", "metadata": {"name": "c"}}])
     index.claims[(None, "odd")] = {"kind": "DeviceClass"}
-    pc = pod_claims({"resourceClaims": [{"name": "a", "resourceClaimName": "c"},
-                                        {"name": "b", "resourceClaimName": "odd"}]}, "/spec", "ml", index)
+    pc = pod_claims({"resourceClaims": [{"name": "b", "resourceClaimName": "odd"},
+                                        {"name": "a", "resourceClaimName": "c"}]}, "/spec", "ml", index)
     assert pc == PodClaims((), {"a": ()}, (), {})
 
 
@@ -165,6 +167,7 @@ def test_nim_dra_resources_name_claims_and_templates() -> None:
 def test_the_template_the_nim_operator_generates() -> None:
     pc = nim({"claimCreationSpec": {"devices": [
         {"name": "gpu", "deviceClassName": "a100", "count": 2, "attributeSelectors": [
+            {"key": "index", "op": "Between", "value": {"intValue": 1}}, {"op": "Equal", "value": {"intValue": 1}},
             {"key": "productName", "op": "Equal", "value": {"stringValue": "NVIDIA \"A100\" \\ 80GB"}},
             {"key": "resource.kubernetes.io/pcieRoot", "op": "NotEqual", "value": {"stringValue": "pci0"}},
             {"key": "mig", "value": {"boolValue": False}},
@@ -234,6 +237,7 @@ def test_a_nim_entry_without_a_spec_is_skipped() -> None:
     ([{"name": "p", "request": "b"}, {"name": "gpus", "request": "other"}], [("p", "b")]),
     ([{"name": "p", "request": "c"}, {"name": "gpus"}], [("p", "c"), ("gpus", "gpu")]),
     ([{"request": "a"}, "junk", {"name": "unknown"}], []),
+    ([{"request": "a"}, {"name": "gpus"}], [("gpus", "gpu")]),
     ([], []),
 ])
 def test_the_requests_a_container_uses(refs: list[Any], expected: list[tuple[str, str]]) -> None:

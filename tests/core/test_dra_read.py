@@ -20,6 +20,7 @@ from compatcheck.core.dra import (
     DeviceRequest,
     DraIndex,
     build_index,
+    build_inventory,
     claim_spec_of,
     device_labels,
     is_dra,
@@ -210,6 +211,13 @@ def test_requests_exactly_and_first_available() -> None:
     assert read_claim_spec(spec(), "/x") == ([], None)
 
 
+def test_v1beta1_requests_are_inline() -> None:
+    (r,), _ = read_claim_spec(spec({"name": "g", "deviceClassName": "c", "count": 2, "allocationMode": "ExactCount",
+                                    "selectors": [{"cel": {"expression": "true"}}]}), "/spec")
+    assert r == DeviceRequest("g", (Alternative("g", "c", ("true",), 2, "/spec/devices/requests/0"),),
+                              "/spec/devices/requests/0")
+
+
 def test_a_count_of_one_is_the_default() -> None:
     (r,), _ = read_claim_spec(spec({"name": "g", "exactly": {"deviceClassName": "c"}}), "")
     (one,), _ = read_claim_spec(spec({"name": "g", "exactly": {"deviceClassName": "c", "count": 1}}), "")
@@ -267,6 +275,8 @@ def test_constraints_are_given_to_the_requests_they_cover() -> None:
     ([{"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "MPS"}}}},
       {"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}], "time-slicing"),
     ([{"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": 1}}}}], None),
+    ([{"opaque": {"driver": "example.com"}}, {"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "MPS"}}}}],
+     "mps"),
 ])
 def test_the_sharing_strategy_of_nvidias_config(config: list[Any], expected: str | None) -> None:
     assert read_claim_spec(spec(config=config), "")[1] == expected
@@ -309,6 +319,9 @@ def test_the_index_keeps_classes_claims_and_templates() -> None:
     assert index.claims == {("ml", "c"): objects[2], ("dev", "c"): objects[3], (None, "bare"): objects[4]}
     assert index.templates == {("ml", "t"): objects[5]}
     assert index.authoritative is False and build_index([], authoritative=True).authoritative is True
+    live = DraIndex()
+    live.add(objects[0], "cluster")
+    assert live.classes == {"a100": DeviceClassInfo("a100", (), "example.com/a100", "cluster")}
     # in the namespace, else written without one (applied to the pod's); without a namespace, one of that name
     assert index.claim("ml", "c") is objects[2] and index.claim("dev", "c") is objects[3]
     assert index.claim("ml", "bare") is objects[4] and index.claim(None, "bare") is objects[4]
@@ -331,6 +344,17 @@ def test_device_classes_from_the_index_the_inventory_or_the_chart() -> None:
     live = DraIndex(authoritative=True)
     assert live.device_class("mig.nvidia.com") is None
     assert live.device_class("x", extra) is extra["x"]
+
+
+def test_an_inventory_of_slices_and_classes() -> None:
+    objects: list[Any] = [obj("DeviceClass", "a100", selectors=[{"cel": {"expression": "true"}}]),
+                          obj("DeviceClass", None), a_slice([{"name": "g0"}, {"name": "g1"}], nodeName="n1"),
+                          obj("ResourceClaim", "c"), a_slice([{"name": "g2"}], nodeName="n2")]
+    inventory = build_inventory(objects)
+    assert inventory.classes == {"a100": DeviceClassInfo("a100", ("true",), None, "cluster")}
+    assert [(d.name, d.node) for d in inventory.devices] == [("g0", "n1"), ("g1", "n1"), ("g2", "n2")]
+    assert inventory.allocator.devices is inventory.devices
+    assert build_inventory(objects, "input").classes == {"a100": DeviceClassInfo("a100", ("true",), None, "input")}
 
 
 def test_extended_resources_map_to_their_device_class() -> None:

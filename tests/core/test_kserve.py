@@ -139,6 +139,10 @@ VLLM: dict[str, Any] = {"modelFormat": {"name": "vllm"}}
     ([rt("a", formats=[{"name": "other"}]), rt("b")], {**VLLM, "runtime": "a"}, "ml", None),
     ([rt("a", formats=[{"name": "vllm", "version": "1"}])],
      {"modelFormat": {"name": "vllm", "version": "1"}, "runtime": "a"}, "ml", "ServingRuntime a"),
+    ([rt("a", formats=[{"name": "vllm", "version": "1"}])],
+     {"modelFormat": {"name": "vllm", "version": "2"}, "runtime": "a"}, "ml", None),
+    ([rt("a", formats=[{"name": "vllm"}])], {"modelFormat": {"name": "vllm", "version": "2"}, "runtime": "a"}, "ml",
+     None),
 ])
 def test_the_runtime_kserve_selects(runtimes: list[dict[str, Any]], model: dict[str, Any], namespace: str | None,
                                     expected: str | None) -> None:
@@ -223,6 +227,12 @@ RUNTIMES = [rt("v", namespace="ml"), rt("p", kind="ClusterServingRuntime", forma
     (isvc({"tensorflow": {"storageUri": "s3://m"}}), [(False, [("/tensorflow", None)])]),
     # a pod-spec container without an image is no predictor model
     (isvc({"containers": [{"name": "x"}]}), [(False, [("/containers/0", None)])]),
+    # each predictor field on its own: one that is not completed does not stop the next
+    (isvc({"containers": [{"name": "x", "image": "own:1"}], "model": VLLM}),
+     [(True, [("/containers/0", "own:1"), ("/model", "v:1")])]),
+    (isvc({"model": {"storageUri": "s3://m"}, "pytorch": {}}), [(True, [("/model", None), ("/pytorch", "p:1")])]),
+    (isvc({"model": {"modelFormat": {"name": "onnx"}}, "pytorch": {}}),
+     [(True, [("/model", None), ("/pytorch", "p:1")])]),
     # the InferenceService's namespace decides which runtimes are seen
     (isvc({"model": VLLM}, namespace="other"), [(False, [("/model", None)])]),
     (isvc({"model": VLLM}, namespace=None), [(False, [("/model", None)])]),
