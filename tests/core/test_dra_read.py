@@ -275,8 +275,8 @@ def test_constraints_are_given_to_the_requests_they_cover() -> None:
     ([{"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "MPS"}}}},
       {"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}], "time-slicing"),
     ([{"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": 1}}}}], None),
-    ([{"opaque": {"driver": "example.com"}}, {"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "MPS"}}}}],
-     "mps"),
+    ([{"opaque": {"driver": "example.com"}},
+      {"opaque": {"driver": NV, "parameters": {"sharing": {"strategy": "MPS"}}}}], "mps"),
 ])
 def test_the_sharing_strategy_of_nvidias_config(config: list[Any], expected: str | None) -> None:
     assert read_claim_spec(spec(config=config), "")[1] == expected
