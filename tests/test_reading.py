@@ -235,19 +235,57 @@ VALID_CRD = CRD.replace('"not: [valid YAML"', '"ok"}')
 BROKEN_CRD = CRD.replace('"not: [valid YAML"', '*undefined}')  # an error only composing finds
 
 
-def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None:
-    # The CRD names an anchor nobody defined, which only composing finds: it is never composed, so no error; the
-    # documents after it keep their file lines and document numbers.
-    text = f"{BROKEN_CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
+class _CountBuilds:
+    """Counts the documents built (composed with positions) while it is in place of the builder."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from compatcheck.io import manifests
+
+        self.kinds: list[object] = []
+        real = manifests._DocumentBuilder
+
+        def counting(*args: object, **kwargs: object) -> object:
+            builder = real(*args, **kwargs)  # type: ignore[arg-type]
+            build = builder.build
+
+            def once(node: object) -> object:
+                builder.build = build  # type: ignore[method-assign]
+                data = build(node)  # type: ignore[arg-type]
+                self.kinds.append(data.get("kind") if isinstance(data, dict) else data)
+                return data
+
+            builder.build = once  # type: ignore[method-assign]
+            return builder
+
+        monkeypatch.setattr(manifests, "_DocumentBuilder", counting)
+
+
+def test_documents_without_pod_specs_are_skipped_before_the_full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CRD and the ConfigMap are never composed (only the pods are built); the documents after them keep their
+    # file lines and document numbers.
+    text = f"{VALID_CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
     from compatcheck.io.lint import may_matter
 
+    built = _CountBuilds(monkeypatch)
     result = parse_text("repo.yaml", text, wanted=may_matter)
     assert result.errors == [] and result.skipped == 2
+    assert built.kinds == ["Pod", "Pod"]
     assert [(d.index, d.line, d.locate("/spec/containers/0/image")[0]) for d in result.documents] == [
         (1, 10, 16), (3, 24, 30)]
-    # Without the filter (compatcheck's own readers) everything is parsed, and the CRD is an error.
+
+
+def test_an_error_only_composing_finds_is_reported_in_a_skipped_document() -> None:
+    # An alias to an anchor nobody defined is no error of the YAML syntax: kubectl (go-yaml) finds it when it
+    # decodes, and stops there ("yaml: unknown anchor 'x' referenced"); compatcheck composes a skipped document
+    # whose text could hold one, and reports it on its line, as the full parse does.
+    from compatcheck.io.lint import may_matter
+
+    text = f"{BROKEN_CRD}---\n{GPU_POD}"
+    result = parse_text("repo.yaml", text, wanted=may_matter)
+    assert [(e.message, e.line) for e in result.errors] == [("invalid YAML: found undefined alias", 8)]
     assert [(e.message, e.line) for e in parse_text("repo.yaml", text).errors] == [
         ("invalid YAML: found undefined alias", 8)]
+    assert (result.skipped, [d.index for d in result.documents]) == (0, [1])
 
 
 def test_a_skipped_document_that_is_not_yaml_is_still_an_error() -> None:
@@ -303,16 +341,18 @@ CRL_CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cf-crl-gpu}\n
 DRA_CLAIM = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {}\n"
 
 
-def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed() -> None:
+def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed(monkeypatch: pytest.MonkeyPatch) -> None:
     from compatcheck.io.lint import may_matter
 
     configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\ndata: {a: b}\n"
-    # Two CRDs (the first names an anchor nobody defined: proof it is never composed) and a ConfigMap: skipped,
-    # like the documents themselves. As does a *List kind, with its items indented under 'items:'.
-    for text in (_as_list(BROKEN_CRD, VALID_CRD, configmap),
-                 _as_list(BROKEN_CRD, configmap, dash=2).replace("kind: List", "kind: CustomResourceDefinitionList")):
+    # Two CRDs and a ConfigMap: skipped, never composed, like the documents themselves. As does a *List kind, with
+    # its items indented under 'items:'.
+    for text in (_as_list(VALID_CRD, VALID_CRD, configmap),
+                 _as_list(VALID_CRD, configmap, dash=2).replace("kind: List", "kind: CustomResourceDefinitionList")):
+        built = _CountBuilds(monkeypatch)
         result = parse_text("l.yaml", f"{text}---\n{GPU_POD}", wanted=may_matter)
         assert (result.errors, result.skipped, [d.index for d in result.documents]) == ([], 1, [1]), text
+        assert built.kinds == ["Pod"]
     # A List holding anything that can matter is parsed: a pod, a cf-crl ConfigMap, a DRA claim, a List.
     for item in (GPU_POD, CRL_CONFIGMAP, DRA_CLAIM, _as_list(configmap)):
         result = parse_text("l.yaml", _as_list(configmap, VALID_CRD, item),

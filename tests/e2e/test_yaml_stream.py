@@ -1,0 +1,164 @@
+"""A multi-document file with a syntax error, read by the real kubectl (``kubectl apply --dry-run=server`` against the
+real kube-apiserver) and by compatcheck (issue #15, no dropped input).
+
+kubectl splits the file at '---' lines itself, decodes the documents in order and stops at the first one it cannot
+decode: the documents before it are applied, the one with the error and every one after it are not, and the exit
+status is 1. Its message counts lines from the '---' line before the document. compatcheck reports the same error
+on the same line, counted in the file (whatever the document's kind, also one skipped before the full parse), exits
+2, and still lints the documents after it (README, "Reading input"): each test here checks both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import namespace
+from tests.e2e.kapi import KubeAPIServer
+
+GPU_POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu
+spec:
+  containers:
+  - name: c
+    image: nvidia/cuda:12.4.1-base-ubuntu22.04
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+"""
+
+
+def configmap(name: str) -> str:
+    return f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: b\n"
+
+
+# (case, a document kubectl cannot decode, compatcheck's message, what kubectl says). The kinds are ones compatcheck
+# skips before the full parse (ConfigMap, Service, ClusterRole) and one it parses (Pod).
+BROKEN = [
+    ("undefined-alias", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: *x\n",
+     "invalid YAML: found undefined alias", "yaml: unknown anchor 'x' referenced"),
+    ("tab-indent", "apiVersion: v1\nkind: Service\nmetadata:\n\tname: bad\n",
+     "invalid YAML: found character that cannot start any token", "found character that cannot start any token"),
+    ("bad-indent", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: bad\n rules: []\n",
+     "invalid YAML: did not find expected key", "did not find expected key"),
+    ("mapping-value", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  cmd: echo a: b\n",
+     "invalid YAML: mapping values are not allowed in this context", "mapping values are not allowed in this context"),
+    ("open-quote", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: \"open\n  b: c\n",
+     "invalid YAML: found unexpected end of stream", "found unexpected end of stream"),
+    ("block-sequence", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: b\n  - c\n",
+     "invalid YAML: did not find expected key", "did not find expected key"),
+    ("pod-bad-indent", GPU_POD.replace("  name: gpu\n", "  name: bad\n   labels: {}\n"),
+     "invalid YAML: mapping values are not allowed in this context", "mapping values are not allowed in this context"),
+]
+
+
+@pytest.fixture(scope="module")
+def ns(kapi: KubeAPIServer) -> Iterator[str]:
+    yield namespace(kapi.client(), "stream")
+
+
+def kubectl_apply(kapi: KubeAPIServer, ns: str, text: str) -> tuple[int, list[str], str]:
+    out = kapi.kubectl("apply", "--dry-run=server", "-n", ns, "-o", "name", "-f", "-", stdin=text, check=False)
+    return out.returncode, out.stdout.split(), out.stderr.strip()
+
+
+def lint(text: str) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", "-", "--format", "json"], input=text,
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(("case", "bad", "message", "kubectl_says"), BROKEN, ids=[c[0] for c in BROKEN])
+def test_a_syntax_error_is_reported_on_kubectls_line(kapi: KubeAPIServer, ns: str, case: str, bad: str,
+                                                      message: str, kubectl_says: str) -> None:
+    text = f"{configmap('before')}---\n{bad}---\n{GPU_POD}---\n{configmap('after')}"
+    separator = configmap("before").count("\n") + 1  # the '---' line before the broken document
+    code, applied, stderr = kubectl_apply(kapi, ns, text)
+    # kubectl: the document before is applied, then it stops (nothing after the broken document is).
+    assert (code, applied) == (1, ["configmap/before"]), stderr
+    assert kubectl_says in stderr
+    status, out = lint(text)
+    assert status == 2
+    (error,) = out["errors"]
+    assert error["message"] == message
+    m = re.search(r"yaml: line (\d+):", stderr)
+    if m is not None:
+        # kubectl counts from the '---' line before the document, compatcheck in the file. go-yaml gives the
+        # parser's errors ("did not find expected key") 0-based lines, the scanner's 1-based ones.
+        assert error["line"] == separator + int(m.group(1)) + (kubectl_says == "did not find expected key")
+    else:  # an undefined alias: kubectl names no line; compatcheck the alias's
+        assert error["line"] == separator + bad.splitlines().index("  a: *x") + 1
+    # compatcheck lints the documents after it too (the GPU Pod; the ConfigMaps hold no pod spec).
+    # (The broken document is neither linted nor counted as skipped: it is the error.)
+    assert (out["summary"]["objects"], out["summary"]["documentsWithoutPodSpecs"]) == (1, 2)
+
+
+def test_a_tab_indented_service_before_a_gpu_pod(kapi: KubeAPIServer, ns: str) -> None:
+    # The case of issue #15: the tab-indented Service used to take the GPU Pod after it down with it (0 objects).
+    text = f"apiVersion: v1\nkind: Service\nmetadata:\n\tname: s\n---\n{GPU_POD}"
+    code, applied, stderr = kubectl_apply(kapi, ns, text)
+    assert (code, applied) == (1, []) and "yaml: line 4: found character that cannot start any token" in stderr
+    status, out = lint(text)
+    assert (status, [(e["line"], e["message"]) for e in out["errors"]], out["summary"]["objects"]) == (
+        2, [(4, "invalid YAML: found character that cannot start any token")], 1)
+
+
+def test_what_kubectls_document_splitter_rejects(kapi: KubeAPIServer, ns: str) -> None:
+    # kubectl reads '---' lines itself: content after '---' on the same line, or a %YAML directive (left alone in
+    # a document of its own), fails the file. compatcheck reports each on its line, exit 2.
+    block = f"{configmap('one')}---\n{configmap('two')}--- |\n  text\n---\n{configmap('three')}"
+    code, applied, stderr = kubectl_apply(kapi, ns, block)
+    assert (code, applied) == (1, ["configmap/one"]) and "invalid Yaml document separator: |" in stderr
+    status, out = lint(block)
+    assert (status, [(e["line"], e["message"]) for e in out["errors"]]) == (2, [
+        (14, "'--- |': kubectl reads a line starting with '---' as a document separator, and only blanks or a "
+             "comment may follow it (invalid Yaml document separator)")])
+    directive = f"%YAML 1.1\n---\n{configmap('one')}"
+    code, applied, stderr = kubectl_apply(kapi, ns, directive)
+    assert (code, applied) == (1, []) and "did not find expected <document start>" in stderr
+    status, out = lint(directive)
+    assert (status, [(e["line"], e["message"]) for e in out["errors"]]) == (2, [
+        (1, "'%YAML 1.1': kubectl cannot read a YAML directive (it splits documents at '---' lines, and the "
+            "directive alone is no document)")])
+    # A comment after '---' is fine for both.
+    fine = f"{configmap('one')}--- # two\n{configmap('two')}"
+    assert kubectl_apply(kapi, ns, fine)[:2] == (0, ["configmap/one", "configmap/two"])
+    assert lint(fine)[0] == 0
+
+
+def test_a_document_after_an_end_marker_is_ignored_as_kubectl_ignores_it(kapi: KubeAPIServer, ns: str) -> None:
+    # go-yaml reads the first document of each '---' part: a GPU Pod after '...' (and no '---') is never applied.
+    text = f"{configmap('one')}...\n{GPU_POD}---\n{configmap('two')}"
+    code, applied, _stderr = kubectl_apply(kapi, ns, text)
+    assert (code, applied) == (0, ["configmap/one", "configmap/two"])
+    status, out = lint(text)
+    assert (status, out["errors"], out["summary"]["objects"]) == (0, [], 1)  # the ConfigMap before '...' is parsed
+    assert [(s["line"], s["reason"]) for s in out["skipped"]] == [
+        (8, "text after a '...' end marker and before the next '---' line: kubectl reads nothing there (go-yaml "
+            "reads the first document of each '---' part); skipped")]
+
+
+def test_an_anchor_defined_twice_is_accepted_and_the_latest_wins(kapi: KubeAPIServer, ns: str) -> None:
+    # go-yaml accepts an anchor defined again (an alias names the latest definition); ruamel's C composer rejects
+    # it, so compatcheck composes such a document with ruamel's Python composer, which reads it as go-yaml does.
+    text = GPU_POD.replace("  name: gpu\n", "  name: twice\n  labels:\n    image: &img busybox\n").replace(
+        "    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n",
+        "    image: &img nvidia/cuda:12.4.1-base-ubuntu22.04\n  - name: d\n    image: *img\n")
+    out = kapi.kubectl("apply", "--dry-run=server", "-n", ns, "-o", "json", "-f", "-", stdin=text)
+    stored = json.loads(out.stdout)["spec"]["containers"][1]["image"]
+    status, linted = lint(text)
+    assert (status, linted["errors"], linted["summary"]["objects"]) == (0, [], 1)
+    from compatcheck.io.manifests import parse_text
+
+    (doc,) = parse_text("p.yaml", text, wanted=lambda kind, _text: True).documents
+    assert doc.data["spec"]["containers"][1]["image"] == stored == "nvidia/cuda:12.4.1-base-ubuntu22.04"
