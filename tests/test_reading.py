@@ -424,3 +424,70 @@ def test_fix_writes_nothing_into_a_file_with_a_duplicate_key(tmp_path: Path) -> 
     assert f.read_text() == text.replace("  name: app\n", "  name: app\n  name: app2\n", 1)
     assert "skipped fix for crl-default-missing: a key is written twice in it (yaml-duplicate-key): remove the " \
            "duplicate first" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ the kind scan, fooled?
+
+_POD_BODY = "metadata:\n  name: {name}\n  annotations:\n    note: {note}\nspec:\n  containers:\n  - name: c\n" \
+            "    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources: {{limits: {{nvidia.com/gpu: 1}}}}\n"
+
+
+def _pod(name: str, kind_line: str = "kind: Pod", note: str = "x") -> str:
+    return f"apiVersion: v1\n{kind_line}\n" + _POD_BODY.format(name=name, note=note)
+
+
+# Pods written so that a line 'kind: <a kind without pod specs>' stands at column 0 without being the top-level kind
+# (a quoted scalar or flow collection going on at column 0, which libyaml and go-yaml accept), while the real kind
+# is written in a way a line scan does not read; and kinds a line scan misreads. Each must be parsed (kubectl reads a
+# Pod: tests/e2e/test_yaml_stream.py), never skipped.
+FAKE = '"x\nkind: CustomResourceDefinition"'
+TRICKY_PODS = [
+    ("quoted-key", _pod("t1", '"kind": Pod', FAKE)),
+    ("space-before-colon", _pod("t2", "kind : Pod", FAKE)),
+    ("value-below", _pod("t3", "kind:\n  Pod", "'x\nkind: ConfigMap'")),
+    ("tagged-value", _pod("t4", "kind: !!str Pod", FAKE)),
+    ("anchored-value", _pod("t5", "kind: &k Pod", FAKE)),
+    ("escaped-value", _pod("t6", 'kind: "\\x50od"', FAKE)),
+    ("fake-in-flow", _pod("t7", "'kind': Pod").replace("  annotations:\n    note: x\n",
+                                                       "  labels: {a: b,\nkind: CustomResourceDefinition\n}\n")),
+    ("flow-root", "{apiVersion: v1,\nkind: Pod,\nmetadata: {name: t8},\n"
+                  "spec: {containers: [{name: c, image: 'nvidia/cuda:12.4.1-base-ubuntu22.04'}]}}\n"),
+    ("alias-value", _pod("t9", "kind: *k", "&k Pod").replace("apiVersion: v1\nkind: *k\n", "apiVersion: v1\n")
+     .replace("spec:\n", "kind: *k\nspec:\n")),
+    ("crlf", _pod("t10").replace("\n", "\r\n")),
+    ("indented-root", "".join("  " + line + "\n" for line in _pod("t11", "kind: Pod", FAKE.replace(
+        "kind:", "  kind:")).splitlines()).replace("  kind: Pod\n", "  'kind': Pod\n")),
+]
+
+
+@pytest.mark.parametrize(("case", "text"), TRICKY_PODS, ids=[c for c, _ in TRICKY_PODS])
+def test_the_kind_scan_never_skips_a_pod(case: str, text: str) -> None:
+    from compatcheck.io.lint import may_matter
+
+    # After a CRD that is skipped (so the scan runs on the Pod as a later document, too).
+    for body in (text, f"{VALID_CRD}---\n{text}"):
+        result = parse_text("p.yaml", body, wanted=may_matter)
+        assert result.errors == [], result.errors
+        assert [d.data["kind"] for d in result.documents] == ["Pod"], case
+        assert result.skipped == (1 if body != text else 0)
+
+
+def test_the_kind_scan_still_skips_what_it_can_tell() -> None:
+    from compatcheck.io.lint import may_matter
+
+    # A CRD in CRLF, with a comment after the kind, quoted, after '--- # comment', after a BOM (read_file strips it).
+    for crd in (VALID_CRD.replace("\n", "\r\n"), VALID_CRD.replace("Definition\n", "Definition  # a CRD\n"),
+                VALID_CRD.replace("kind: CustomResourceDefinition", "kind: 'CustomResourceDefinition'")):
+        result = parse_text("c.yaml", f"{GPU_POD}--- # the CRD\n{crd}", wanted=may_matter)
+        assert (result.errors, result.skipped, len(result.documents)) == ([], 1, 1), crd
+
+
+BOM_LATER = f"{VALID_CRD}---\n\ufeff{_pod('bom')}"  # files joined with cat, the second one saved with a BOM
+
+
+def test_a_bom_starting_a_later_document_is_skipped_as_kubectl_skips_it() -> None:
+    from compatcheck.io.lint import may_matter
+
+    result = parse_text("p.yaml", BOM_LATER, wanted=may_matter)
+    assert (result.errors, result.notes, result.skipped) == ([], [], 1)
+    assert [(d.data["kind"], d.line) for d in result.documents] == [("Pod", 10)]

@@ -465,6 +465,8 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
     if wanted is None:
         _compose(path, text, 0, 0, result, strict, check_templates=False)
         return result
+    if "\ufeff" in text:  # a BOM starting a later document (files joined with cat): kubectl decodes each '---' part
+        text = _BOM_AFTER_SEPARATOR.sub(r"\1", text)  # on its own, where a leading BOM is skipped
     _kubectl_separators(path, text, result)
     index = 0
     for start, end, chunk_line in _chunks(text):
@@ -504,6 +506,7 @@ def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
 # blanks and a comment only, else the file is rejected ("invalid Yaml document separator"); a directive (%YAML) ends
 # up alone in a document of its own, which is rejected too ("did not find expected <document start>"). Both stop
 # kubectl for the whole file: compatcheck reports them as errors on their line (and still lints the documents).
+_BOM_AFTER_SEPARATOR = re.compile(r"(?m)^(---[ \t]*(?:#[^\n]*)?\r?\n)\ufeff")
 _BAD_SEPARATOR = re.compile(r"\n---(?![ \t]*(?:#[^\n]*)?\r?(?:\n|$))[^\n]*")
 _DIRECTIVE = re.compile(r"\n%[^\n]*")
 

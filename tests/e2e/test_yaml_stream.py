@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.e2e.conftest import namespace
 from tests.e2e.kapi import KubeAPIServer
+from tests.test_reading import TRICKY_PODS
 
 GPU_POD = """apiVersion: v1
 kind: Pod
@@ -162,3 +163,25 @@ def test_an_anchor_defined_twice_is_accepted_and_the_latest_wins(kapi: KubeAPISe
 
     (doc,) = parse_text("p.yaml", text, wanted=lambda kind, _text: True).documents
     assert doc.data["spec"]["containers"][1]["image"] == stored == "nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+@pytest.mark.parametrize(("case", "text"), TRICKY_PODS, ids=[c for c, _ in TRICKY_PODS])
+def test_kubectl_reads_a_pod_where_the_kind_scan_could_be_fooled(kapi: KubeAPIServer, ns: str, case: str,
+                                                                 text: str) -> None:
+    # The Pods of tests/test_reading.py's TRICKY_PODS (a column-0 'kind: CustomResourceDefinition' inside a quoted
+    # scalar or flow collection, the real kind written so a line scan misses it): kubectl applies each as a Pod,
+    # and compatcheck lints each as one.
+    code, applied, stderr = kubectl_apply(kapi, ns, text)
+    assert (code, [a.split("/")[0] for a in applied]) == (0, ["pod"]), stderr
+    _status, out = lint(text)
+    assert (out["errors"], out["skipped"], out["summary"]["objects"]) == ([], [], 1)
+
+
+def test_a_bom_starting_a_later_document(kapi: KubeAPIServer, ns: str) -> None:
+    from tests.test_reading import BOM_LATER
+
+    code, applied, stderr = kubectl_apply(kapi, ns, BOM_LATER)
+    # (The test CRD is no valid CRD, which the server says; the Pod after it, with its BOM, is applied.)
+    assert (code, applied) == (1, ["pod/bom"]) and 'CustomResourceDefinition "things.example.io" is invalid' in stderr
+    status, out = lint(BOM_LATER)
+    assert (status, out["errors"], out["skipped"], out["summary"]["objects"]) == (0, [], [], 1)
