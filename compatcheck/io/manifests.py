@@ -136,7 +136,7 @@ class _DocumentBuilder:
                     # go-yaml v2 applies a merge where it stands: it overrides the keys before it, the keys after
                     # it override it, and of a list of mappings the first wins.
                     from_merge = from_merge if from_merge is not None else set()
-                    for built, built_table in reversed(self._merge_sources(value_node)):
+                    for built, built_table in reversed(self._merge_sources(key_node, value_node)):
                         for k, v in built.items():
                             out[k] = v
                             from_merge.add(k)
@@ -178,13 +178,21 @@ class _DocumentBuilder:
             self.positions[id(out)] = table
         return out
 
-    def _merge_sources(self, value_node: Node) -> list[tuple[dict[str, Any], dict[Any, Position]]]:
-        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests)."""
+    def _merge_sources(self, key_node: Node, value_node: Node) -> list[tuple[dict[str, Any], dict[Any, Position]]]:
+        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests), as go-yaml v2 takes them: a mapping, an alias
+        of one, or a sequence written there whose items are mappings or aliases of mappings. An alias of a sequence
+        is refused, as go-yaml refuses it ("map merge requires map or sequence of maps as the value"): the composer
+        hands an alias back as the node it names, which starts before the '<<' key."""
+        key_at = (key_node.start_mark.line, key_node.start_mark.column)
+        aliased = (value_node.start_mark.line, value_node.start_mark.column) < key_at
+        if isinstance(value_node, SequenceNode) and aliased:
+            raise _BuildError("merge key '<<' of an alias of a sequence: kubectl (go-yaml) takes a mapping, an "
+                              "alias of one, or a sequence of them written there", key_node)
         sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
         out = []
         for src in sources:
             if not isinstance(src, MappingNode):
-                raise _BuildError("merge key '<<' needs a mapping or a list of mappings", src)
+                raise _BuildError("merge key '<<' needs a mapping or a list of mappings", key_node)
             built = self._mapping(src)
             out.append((built, self.positions.get(id(built), {})))
         return out
@@ -402,11 +410,15 @@ def _reused_anchor(exc: YAMLError) -> bool:
     return "duplicate anchor" in str(getattr(exc, "context", "") or "")
 
 
-def _yaml_error(path: str, exc: YAMLError) -> Diagnostic:
+def _yaml_error(path: str, exc: YAMLError, text: str | None = None) -> Diagnostic:
+    """The error's line is that of ``text`` (libyaml puts the end of a text without a final newline on the line after
+    it: the text's last line is named then)."""
     if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         line = mark.line + 1 if mark is not None else None
+        if line is not None and text is not None and not text.endswith("\n") and line > text.count("\n") + 1:
+            line = text.count("\n") + 1
         return Diagnostic(path, f"invalid YAML: {problem}", line)
     return Diagnostic(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
@@ -572,7 +584,7 @@ def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) ->
     except YAMLError as exc:
         if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
             return False
-        err = _yaml_error(path, exc)
+        err = _yaml_error(path, exc, text)
         result.errors.append(Diagnostic(err.path, err.message, err.line + line_offset if err.line else None))
         return True
     except _BuildError as exc:
@@ -713,10 +725,11 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                 warnings.simplefilter("ignore", ReusedAnchorWarning)
                 return _compose(path, text, line_offset, first_index, result, strict,
                                 check_templates=check_templates, first_only=True, pure=True)
-        err = _yaml_error(path, exc)
+        err = _yaml_error(path, exc, text)
         if err.line is not None:
             err = Diagnostic(err.path, err.message, err.line + line_offset)
-        if first_only and index > first_index:
+        if first_only and index > first_index and err.line is not None and any(
+                at < _offset_of_line(text, err.line - line_offset) for at in _line_starts(_DOC_END, text)):
             result.notes.append(_note(path, "text after a '...' end marker and before the next '---' line: kubectl "
                                             "reads nothing there (go-yaml reads the first document of each '---' "
                                             "part); skipped", err.line))
@@ -732,6 +745,16 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
         result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
         index = max(index, first_index + 1) if first_only else index
     return index
+
+
+def _offset_of_line(text: str, line: int) -> int:
+    """Where 1-based ``line`` of ``text`` starts."""
+    at = 0
+    for _ in range(line - 1):
+        at = text.find("\n", at) + 1
+        if at == 0:
+            return len(text)
+    return at
 
 
 # Strings that the container's shell or program expands at run time, never compatcheck: a placeholder there is

@@ -185,3 +185,40 @@ def test_a_bom_starting_a_later_document(kapi: KubeAPIServer, ns: str) -> None:
     assert (code, applied) == (1, ["pod/bom"]) and 'CustomResourceDefinition "things.example.io" is invalid' in stderr
     status, out = lint(BOM_LATER)
     assert (status, out["errors"], out["skipped"], out["summary"]["objects"]) == (0, [], [], 1)
+
+
+MERGE_FILE = ROOT / "tests" / "regression_corpus" / "kube-linter__container-with-merge.yaml"
+
+
+def kubectl_reads(kapi: KubeAPIServer, ns: str, text: str) -> Any:
+    """The object as kubectl decodes it (``create --dry-run=client -o json``: kubectl's own YAML reading)."""
+    out = kapi.kubectl("create", "--dry-run=client", "-n", ns, "-o", "json", "-f", "-", stdin=text, check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else out.stderr.strip()
+
+
+def test_merge_keys_are_read_as_kubectl_reads_them(kapi: KubeAPIServer, ns: str) -> None:
+    # kube-linter's container-with-merge.yaml (tests/regression_corpus): '- <<: *common-env' merges an alias of a
+    # sequence, which go-yaml refuses. compatcheck refuses it too, on its line.
+    text = MERGE_FILE.read_text()
+    said = kubectl_reads(kapi, ns, text)
+    assert isinstance(said, str) and "map merge requires map or sequence of maps as the value" in said
+    status, out = lint(text)
+    assert (status, [(e["line"], e["message"]) for e in out["errors"]]) == (2, [
+        (31, "document 1: merge key '<<' of an alias of a sequence: kubectl (go-yaml) takes a mapping, an alias of "
+             "one, or a sequence of them written there")])
+    from compatcheck.io.manifests import parse_text
+
+    # Without that line, every merge (aliases of mappings, overridden keys after and before the merge, a sequence of
+    # aliases written there, where the first wins) reads exactly as kubectl reads it.
+    fixed = text.replace("            - <<: *common-env\n", "")
+    more = fixed.replace("        - <<: *app-container\n          name: worker\n",
+                         "        - <<: [{name: first, image: 'a:1'}, *app-container]\n          image: b:2\n"
+                         "        - name: before\n          <<: *app-container\n          image: c:3\n"
+                         "        - <<: *app-container\n          name: worker\n")
+    for variant in (fixed, more):
+        said = kubectl_reads(kapi, ns, variant)
+        assert isinstance(said, dict), said
+        (doc,) = parse_text("m.yaml", variant, wanted=lambda kind, _text: True).documents
+        assert doc.data["spec"]["template"]["spec"]["containers"] == said["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in said["spec"]["template"]["spec"]["containers"]] == [
+        "app", "sidecar", "first", "app", "worker"]
