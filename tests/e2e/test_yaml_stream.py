@@ -59,7 +59,16 @@ BROKEN = [
      "invalid YAML: did not find expected key", "did not find expected key"),
     ("pod-bad-indent", GPU_POD.replace("  name: gpu\n", "  name: bad\n   labels: {}\n"),
      "invalid YAML: mapping values are not allowed in this context", "mapping values are not allowed in this context"),
+    # Keys kubectl cannot turn into JSON (sigs.k8s.io/yaml): a null key, a sequence as a key.
+    ("null-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  ~: x\n",
+     "invalid YAML: a null mapping key (kubectl cannot convert it to JSON)", "unsupported map key of type"),
+    ("sequence-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  ? [a]\n  : b\n",
+     "invalid YAML: mapping keys must be plain scalars", "yaml: invalid map key"),
+    ("flow-sequence-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata: {[a]: b}\n",
+     "invalid YAML: mapping keys must be plain scalars", "yaml: invalid map key"),
 ]
+# Where kubectl names no line: the line of the broken document compatcheck names.
+NO_LINE = {"undefined-alias": 6, "null-key": 6, "sequence-key": 6, "flow-sequence-key": 5}
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +106,8 @@ def test_a_syntax_error_is_reported_on_kubectls_line(kapi: KubeAPIServer, ns: st
         # kubectl counts from the '---' line before the document, compatcheck in the file. go-yaml gives the
         # parser's errors ("did not find expected key") 0-based lines, the scanner's 1-based ones.
         assert error["line"] == separator + int(m.group(1)) + (kubectl_says == "did not find expected key")
-    else:  # an undefined alias: kubectl names no line; compatcheck the alias's
-        assert error["line"] == separator + bad.splitlines().index("  a: *x") + 1
+    else:  # kubectl names no line; compatcheck the alias's, the key's
+        assert error["line"] == separator + NO_LINE[case]
     # compatcheck lints the documents after it too (the GPU Pod; the ConfigMaps hold no pod spec).
     # (The broken document is neither linted nor counted as skipped: it is the error.)
     assert (out["summary"]["objects"], out["summary"]["documentsWithoutPodSpecs"]) == (1, 2)
