@@ -491,3 +491,15 @@ def test_a_bom_starting_a_later_document_is_skipped_as_kubectl_skips_it() -> Non
     result = parse_text("p.yaml", BOM_LATER, wanted=may_matter)
     assert (result.errors, result.notes, result.skipped) == ([], [], 1)
     assert [(d.data["kind"], d.line) for d in result.documents] == [("Pod", 10)]
+
+
+def test_what_follows_an_end_marker_is_skipped_with_a_note_as_kubectl_ignores_it() -> None:
+    # Text after '...' (kubectl, through go-yaml, reads the first document of each '---' part): a document the
+    # parser would read, or text it cannot, is skipped with a note, neither linted nor an error.
+    for after in ("apiVersion: v1\nkind: Pod\nmetadata: {name: q}\n", "not: [closed\n"):
+        result = parse_text("p.yaml", f"{GPU_POD}...\n{after}", wanted=lambda kind, _text: True)
+        assert [d.data["metadata"]["name"] for d in result.documents] == ["p"]
+        assert result.errors == []
+        assert [(n.line, n.message) for n in result.notes] == [
+            (11, "text after a '...' end marker and before the next '---' line: kubectl reads nothing there (go-yaml "
+                 "reads the first document of each '---' part); skipped")]

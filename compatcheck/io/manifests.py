@@ -679,6 +679,10 @@ def list_items(text: str) -> list[tuple[str, str]] | None:
     return out
 
 
+_AFTER_END_MARKER = ("text after a '...' end marker and before the next '---' line: kubectl reads nothing there "
+                     "(go-yaml reads the first document of each '---' part); skipped")
+
+
 def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedFile, strict: bool, *,
              check_templates: bool, first_only: bool = False, pure: bool = False) -> int:
     """Compose and build the documents of ``text`` (which starts at 0-based line ``line_offset`` of the file, with
@@ -690,10 +694,7 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
         for node in _parser(pure).compose_all(text):
             if first_only and index > first_index:
                 if node is not None:
-                    result.notes.append(_note(path, "a document after a '...' end marker and before the next '---' "
-                                                    "line: kubectl reads nothing there (go-yaml reads the first "
-                                                    "document of each '---' part); skipped",
-                                              node.start_mark.line + 1 + line_offset))
+                    result.notes.append(_note(path, _AFTER_END_MARKER, node.start_mark.line + 1 + line_offset))
                 break
             if node is None:
                 index += 1
@@ -723,7 +724,7 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                                                  builder.duplicate_keys(data)))
             index += 1
     except YAMLError as exc:
-        if first_only and not pure and _reused_anchor(exc):
+        if first_only and not pure and index == first_index and _reused_anchor(exc):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ReusedAnchorWarning)
                 return _compose(path, text, line_offset, first_index, result, strict,
@@ -733,9 +734,7 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
             err = Diagnostic(err.path, err.message, err.line + line_offset)
         if first_only and index > first_index and err.line is not None and any(
                 at < _offset_of_line(text, err.line - line_offset) for at in _line_starts(_DOC_END, text)):
-            result.notes.append(_note(path, "text after a '...' end marker and before the next '---' line: kubectl "
-                                            "reads nothing there (go-yaml reads the first document of each '---' "
-                                            "part); skipped", err.line))
+            result.notes.append(_note(path, _AFTER_END_MARKER, err.line))
         elif HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
             result.notes.append(
                 _note(path, "looks like an unrendered template ({{ ... }} or ${VAR}); skipped the rest of the "
