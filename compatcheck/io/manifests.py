@@ -438,7 +438,10 @@ VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.y
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
 # scalar may hold such a line, so they are safe to find with a regular expression).
 # (Found after a '\n', which the regular-expression engine looks for fast; the text's first line is looked at alone.)
-_DOC_START = re.compile(r"\n---(?=[ \t\r\n]|$)")
+# A document starts at every line starting with '---', as kubectl's YAMLReader cuts them; only blanks or a comment may
+# follow, else it is an error (``_kubectl_separators``). When the document is parsed, its '---' line is read as
+# kubectl reads it: '---#x' as '--- #x' (YAML alone would read a scalar), '--- |' or '---foo' as '---'.
+_DOC_START = re.compile(r"\n---")
 _DOC_END = re.compile(r"\n\.\.\.(?=[ \t\r\n]|$)")
 
 
@@ -482,14 +485,18 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
     _kubectl_separators(path, text, result)
     index = 0
     for start, end, chunk_line in _chunks(text):
+        chunk = text[start:end]
+        if chunk.startswith("---") and not _GOOD_SEPARATOR.match(chunk):
+            newline = chunk.find("\n")
+            rest = chunk[3:newline if newline >= 0 else len(chunk)].strip()
+            chunk = ("--- " + rest if rest.startswith("#") else "---") + (chunk[newline:] if newline >= 0 else "")
         kind = _skippable_kind(text, start, end)
-        if kind is not None and not wanted(kind, text[start:end]):
-            if not _syntax_error(path, text[start:end], chunk_line, result):
+        if kind is not None and not wanted(kind, chunk):
+            if not _syntax_error(path, chunk, chunk_line, result):
                 result.skipped += 1
             index += 1
             continue
-        index = _compose(path, text[start:end], chunk_line, index, result, strict, check_templates=True,
-                         first_only=True)
+        index = _compose(path, chunk, chunk_line, index, result, strict, check_templates=True, first_only=True)
     return result
 
 
@@ -518,8 +525,9 @@ def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
 # blanks and a comment only, else the file is rejected ("invalid Yaml document separator"); a directive (%YAML) ends
 # up alone in a document of its own, which is rejected too ("did not find expected <document start>"). Both stop
 # kubectl for the whole file: compatcheck reports them as errors on their line (and still lints the documents).
+_GOOD_SEPARATOR = re.compile(r"---(?:[ \t]+(?:#[^\n]*)?)?\r?(?:\n|$)")
 _BOM_AFTER_SEPARATOR = re.compile(r"(?m)^(---[ \t]*(?:#[^\n]*)?\r?\n)\ufeff")
-_BAD_SEPARATOR = re.compile(r"\n---(?![ \t]*(?:#[^\n]*)?\r?(?:\n|$))[^\n]*")
+_BAD_SEPARATOR = re.compile(r"\n---(?![ \t]*(?:#[^\n]*)?\r?(?:\n|$))[^\n\r]*")
 _DIRECTIVE = re.compile(r"\n%[^\n]*")
 
 

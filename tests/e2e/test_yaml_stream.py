@@ -140,10 +140,17 @@ def test_what_kubectls_document_splitter_rejects(kapi: KubeAPIServer, ns: str) -
     assert (status, [(e["line"], e["message"]) for e in out["errors"]]) == (2, [
         (1, "'%YAML 1.1': kubectl cannot read a YAML directive (it splits documents at '---' lines, and the "
             "directive alone is no document)")])
-    # A comment after '---' is fine for both.
-    fine = f"{configmap('one')}--- # two\n{configmap('two')}"
-    assert kubectl_apply(kapi, ns, fine)[:2] == (0, ["configmap/one", "configmap/two"])
-    assert lint(fine)[0] == 0
+    # '---foo: x' is a separator to kubectl (a bad one), not a key of the document before: one error, no noise.
+    foo = f"{configmap('one')}---foo: x\n{configmap('two')}"
+    code, applied, stderr = kubectl_apply(kapi, ns, foo)
+    assert (code, applied) == (1, []) and "invalid Yaml document separator: foo: x" in stderr
+    status, out = lint(foo)
+    assert (status, [e["line"] for e in out["errors"]], out["findings"]) == (2, [7], [])
+    # A comment after '---' is fine for both, with a blank before it or not ('---#x' would be a scalar to YAML).
+    for fine in (f"{configmap('one')}--- # two\n{configmap('two')}", f"{configmap('one')}---# two\n{configmap('two')}"):
+        assert kubectl_apply(kapi, ns, fine)[:2] == (0, ["configmap/one", "configmap/two"])
+        status, out = lint(fine)
+        assert (status, out["errors"], out["summary"]["documentsWithoutPodSpecs"]) == (0, [], 2)
 
 
 def test_a_document_after_an_end_marker_is_ignored_as_kubectl_ignores_it(kapi: KubeAPIServer, ns: str) -> None:
