@@ -8,7 +8,10 @@ structure: indentation, ``key:`` lines, ``- `` items. Lines that are only action
 the rendered items by their content (a ``name:``, a scalar's literal text) rather than by position. Where the
 template cannot say more, the walk goes on in the named template that an ``{{ include "x" . }}`` writes there (its
 ``define``, found by ``find_defines``), or stops at the action that wrote the value (``{{ toYaml .Values.x |
-nindent 8 }}``), else at the deepest line it found. Reads nothing: callers pass lines.
+nindent 8 }}``), else at the deepest line it found. A flow collection (``args: ["--dtype", {{ .Values.d }}]``,
+``resources: {limits: {...}}``, over one line or several) is read by a small flow parser and walked to the line and
+column of the key or item; an action spanning lines (``{{- include "x" (dict`` ... ``) }}``) is read as one line.
+Reads nothing: callers pass lines.
 """
 
 from __future__ import annotations
