@@ -80,6 +80,11 @@ def test_the_nvidia_attributes_an_expression_reads(expressions: list[str], expec
     # semver(s, true) is normalised
     ((f"{P}.cudaComputeCapability == semver('8.6', true)",), ([cc(8, 6)], False)),
     ((f"{P}.cudaComputeCapability == semver('v9.1', true)",), ([cc(9, 1)], False)),
+    # a literal that is no semantic version is skipped, the next one still read; only semver(s, true) normalises
+    ((f"(false && semver('x.y') == semver('1.0.0')) || {P}.cudaComputeCapability == semver('8.6.0')",),
+     ([cc(8, 6)], False)),
+    ((f"{P}.cudaComputeCapability.isGreaterThan(semver('8.5.0')) || (false && semver('v9.1.0') == semver('1.0.0'))",),
+     ([cc(9, 0)], False)),
     # type, profile, architecture and brand are checked, never labels
     ((f"{P}.type == 'gpu' && {P}.productName == 'Tesla T4'",), ([T4], False)),
     ((f"{P}.type == 'mig' && {P}.profile == '1g.5gb' && {P}.cudaComputeCapability == semver('8.0.0')",),
