@@ -67,6 +67,15 @@ def matches(expression: str, device: DeviceInput = A100) -> bool:
     # the strings extension
     ("device.attributes['gpu.nvidia.com'].productName.lowerAscii().contains('a100')", True),
     ("device.attributes['gpu.nvidia.com'].productName.split(' ')[0] == 'NVIDIA'", True),
+    # && and || absorb an error when the other side decides, as CEL's logical operators do: a guarded parse of a
+    # string that is no version or quantity is false (or true), not an error
+    ("isSemver(device.attributes['gpu.nvidia.com'].productName) && "
+     "semver(device.attributes['gpu.nvidia.com'].productName).major() > 1", False),
+    ("!isSemver(device.attributes['gpu.nvidia.com'].productName) || "
+     "semver(device.attributes['gpu.nvidia.com'].productName).major() > 1", True),
+    ("isQuantity(device.attributes['gpu.nvidia.com'].productName) && "
+     "quantity(device.attributes['gpu.nvidia.com'].productName).isInteger()", False),
+    ("semver('x.y').major() == 1 || device.driver == 'gpu.nvidia.com'", True),
 ])
 def test_selectors_evaluate_as_the_api_server_does(expression: str, expected: bool) -> None:
     assert matches(expression) is expected
@@ -78,6 +87,9 @@ def test_selectors_evaluate_as_the_api_server_does(expression: str, expected: bo
     # a Semver is equal only to a Semver, and has no < operator
     ("device.attributes['gpu.nvidia.com'].driverVersion == '550.54.15'", "no such overload"),
     ("semver('1.2')", "is not a semantic version"),
+    ("semver('1.2').major() == 1", "is not a semantic version"),
+    ("semver(device.attributes['gpu.nvidia.com'].productName).major() == 1 && true", "is not a semantic version"),
+    ("quantity('lots').isInteger()", "is not a quantity"),
     # a selector must be a bool
     ("device.attributes['gpu.nvidia.com'].index", "not bool"),
 ])

@@ -209,29 +209,34 @@ class DeviceInput:
 def _functions() -> dict[str, Callable[..., Any]]:
     ct = _celpy().celtypes
 
-    def semver(text: Any, normalize: Any = False) -> Semver:
+    def parse_semver(text: Any, normalize: Any = False) -> Semver:
         if not isinstance(text, str):
             raise TypeError("no such overload: semver")
         return Semver(normalise_semver(text) if normalize else text)
 
-    def is_semver(text: Any, normalize: Any = False) -> Any:
-        try:
-            semver(text, normalize)
-        except CelError:
-            return ct.BoolType(False)
-        return ct.BoolType(True)
-
-    def quantity(text: Any) -> Quantity:
+    def parse_quantity_(text: Any) -> Quantity:
         if not isinstance(text, str):
             raise TypeError("no such overload: quantity")
         return Quantity.parse(str(text))
 
-    def is_quantity(text: Any) -> Any:
-        try:
-            quantity(text)
-        except CelError:
-            return ct.BoolType(False)
-        return ct.BoolType(True)
+    def as_value(parse: Callable[..., Any]) -> Callable[..., Any]:
+        """A parse error as CEL's error value, not an exception: ``&&`` and ``||`` absorb it as the API server's
+        do (``isSemver(s) && semver(s) ...`` is false, not an error, for an ``s`` that is no version)."""
+        def call(*args: Any) -> Any:
+            try:
+                return parse(*args)
+            except CelError as exc:
+                return _celpy().CELEvalError(str(exc))
+        return call
+
+    def is_valid(parse: Callable[..., Any]) -> Callable[..., Any]:
+        def check(*args: Any) -> Any:
+            try:
+                parse(*args)
+            except CelError:
+                return ct.BoolType(False)
+            return ct.BoolType(True)
+        return check
 
     def compare(a: Any, b: Any) -> int:
         if isinstance(a, Semver) and isinstance(b, Semver):
@@ -275,7 +280,8 @@ def _functions() -> dict[str, Callable[..., Any]]:
         return wrapped
 
     return {
-        "semver": semver, "isSemver": is_semver, "quantity": quantity, "isQuantity": is_quantity,
+        "semver": as_value(parse_semver), "isSemver": is_valid(parse_semver), "quantity": as_value(parse_quantity_),
+        "isQuantity": is_valid(parse_quantity_),
         "isGreaterThan": lambda a, b: ct.BoolType(compare(a, b) == 1),
         "isLessThan": lambda a, b: ct.BoolType(compare(a, b) == -1),
         "compareTo": lambda a, b: ct.IntType(compare(a, b)),
