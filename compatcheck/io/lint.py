@@ -132,7 +132,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
     objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
-    report.add(_dra_redefinitions(parsed, options))
+    report.add(_dra_redefinitions(parsed, options, cluster))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
     ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
@@ -146,11 +146,14 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
 DRA_INDEXED = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 
 
-def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
+def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions, cluster: Cluster | None) -> list[Diagnostic]:
     """A DeviceClass, ResourceClaim or ResourceClaimTemplate defined again, differently, under the same name (and
     namespace) in the files linted together: the last one is what claims resolve to, as applying the files in order
-    would leave it, so a warning at it names the other place (never silence about which one was checked)."""
+    would leave it, so a warning at it names the other place (never silence about which one was checked). A
+    DeviceClass of the input that the --nodes file (the cluster as it is) defines differently: the input's is the
+    one checked, as applying it would replace the cluster's; a warning at it names the --nodes place."""
     first: dict[tuple[str, str | None, str], tuple[dict[str, Any], str, int]] = {}
+    last: dict[str, tuple[dict[str, Any], str, int, int, str]] = {}  # DeviceClass name -> where it is last
     out: list[Diagnostic] = []
     for pf in parsed:
         for doc in pf.documents:
@@ -168,6 +171,8 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[D
                 path, line, col = _where(doc, pointer, options)
                 seen = first.get(key)
                 first[key] = (obj, path, line)
+                if kind == "DeviceClass":
+                    last[name] = (obj, path, line, col, pointer)
                 if seen is None or seen[0] == obj:
                     continue
                 shown = f"{key[1]}/{name}" if key[1] else name
@@ -175,6 +180,16 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[D
                                             f"{seen[1]}:{seen[2]}): the claims that name it are checked against "
                                             "this last definition, as applying the files in this order would "
                                             "leave it", line, col, pointer, severity=Severity.WARNING))
+    origins = cluster.device_class_origins if cluster is not None else {}
+    for name, (obj, path, line, col, pointer) in last.items():
+        origin = origins.get(name)
+        if origin is None or origin[0] == obj.get("spec"):
+            continue
+        where = f"{origin[1]}:{origin[2]}" if origin[2] is not None else origin[1]
+        out.append(Diagnostic(path, f"DeviceClass {name} is defined here differently from the cluster's (--nodes "
+                                    f"{where}): the claims that name it are checked against this definition, as "
+                                    "applying it would replace the cluster's", line, col, pointer,
+                              severity=Severity.WARNING))
     return out
 
 

@@ -258,6 +258,8 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         return None, [Diagnostic(path, "invalid node file: nesting too deep", kind="nodes")]
     nodes: list[dict[str, Any]] = []
     dra: list[dict[str, Any]] = []  # ResourceSlices and DeviceClasses
+    # Where each DeviceClass (and ResourceSlice) written in the file is: (object, document index, pointer).
+    class_sources: list[tuple[dict[str, Any], int, str]] = []
     # Where each node came from: (document index, pointer of the Node or of the profile's pool, from a profile?).
     sources: list[tuple[int, str, bool]] = []
     errors: list[Diagnostic] = []
@@ -290,11 +292,13 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
                     sources.append((index, f"/items/{i}", False))
                 elif isinstance(n, dict) and n.get("kind", default) in ("ResourceSlice", "DeviceClass"):
                     dra.append({**n, "kind": n.get("kind", default)})
+                    class_sources.append((dra[-1], index, f"/items/{i}"))
         elif kind == "Node":
             nodes.append(doc)
             sources.append((index, "", False))
         elif kind in ("ResourceSlice", "DeviceClass"):
             dra.append(doc)
+            class_sources.append((doc, index, ""))
         else:
             errors.append(Diagnostic(path, f"expected Node, List of Nodes, ResourceSlice, DeviceClass or "
                                            f"ClusterProfile, found kind {kind!r}", kind="nodes"))
@@ -305,6 +309,11 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     cluster = build_cluster(nodes, kb)
     if any(o.get("kind") == "ResourceSlice" for o in dra):
         cluster.dra = build_inventory(dra)
+    for obj, index, pointer in class_sources:
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+        if obj.get("kind") == "DeviceClass" and isinstance(name, str):
+            cluster.device_class_origins[name] = (obj.get("spec"), path,
+                                                  lines.line(index, f"{pointer}/metadata/name"))
     cluster.admission_plugins = frozenset(p for doc in docs if isinstance(doc, dict) and doc.get("kind") ==
                                           "ClusterProfile" for p in doc.get("admissionPlugins") or ())
     if all(from_profile for _i, _p, from_profile in sources):  # a hand-written cluster: silent about some labels
