@@ -53,3 +53,72 @@ def test_a_device_class_of_the_input_that_the_cluster_defines_differently_wins_w
     out = json.loads(lint(str(tmp_path / "app.yaml"), "--nodes", str(tmp_path / "cluster.json"),
                           "--format", "json").stdout)
     assert (out.get("warnings"), [f["rule"] for f in out["findings"]]) == (None, ["cuda-driver-needs-forward-compat"])
+
+
+OLD = """\
+apiVersion: resource.k8s.io/v1alpha2
+kind: ResourceClass
+metadata: {name: gpu.nvidia.com}
+driverName: gpu.resource.nvidia.com
+---
+apiVersion: resource.k8s.io/v1alpha2
+kind: ResourceClaimTemplate
+metadata: {name: gpu-template, namespace: ml}
+spec:
+  spec:
+    resourceClassName: gpu.nvidia.com
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: old, namespace: ml}
+spec:
+  resourceClaims:
+    - name: gpu
+      source:
+        resourceClaimTemplateName: gpu-template
+    - name: gpu2
+      resourceClaimTemplateName: gpu-template
+  containers:
+    - name: c
+      image: nvidia/cuda:12.4.1-base-ubuntu22.04
+      resources:
+        claims: [{name: gpu}, {name: gpu2}]
+"""
+
+
+def test_shapes_no_current_api_server_reads_are_notes_not_silence(tmp_path: Path) -> None:
+    """resource.k8s.io/v1alpha2 objects (not served since 1.31), a pod claim named under ``source`` (the pre-1.31
+    shape the API server rejects: tests/e2e/test_dra_versions.py) and a claim that resolves to a v1alpha2 template:
+    each a note saying what was not checked."""
+    (tmp_path / "old.yaml").write_text(OLD)
+    proc = lint(str(tmp_path / "old.yaml"))
+    path = tmp_path / "old.yaml"
+    assert (proc.returncode, proc.stdout.splitlines()) == (0, [
+        f'{path}:1: note: ResourceClass of resource.k8s.io/v1alpha2 (the "classic" DRA API) is not served since '
+        "Kubernetes 1.31: not checked",
+        f'{path}:6: note: ResourceClaimTemplate of resource.k8s.io/v1alpha2 (the "classic" DRA API) is not served '
+        "since Kubernetes 1.31: not checked",
+        f"{path}:19: note: claim 'gpu' names ResourceClaimTemplate gpu-template under 'source', the shape before "
+        "Kubernetes 1.31 (kubernetes/kubernetes#125116): current API servers do not read it (strict validation "
+        "rejects the unknown field; without it the entry names no claim and the pod is invalid), so its devices were "
+        "not checked; write the name on the entry itself",
+        f"{path}:21: note: ResourceClaimTemplate ml/gpu-template (claim 'gpu2') is resource.k8s.io/v1alpha2, not "
+        "served since Kubernetes 1.31: the devices it requests were not checked",
+        "1 files, 3 objects: 0 errors, 0 warnings, 0 info"])
+
+
+def test_a_v1alpha3_template_is_read_as_v1beta1_with_a_note(tmp_path: Path) -> None:
+    """v1alpha3 (Kubernetes 1.31) wrote requests as v1beta1 does: read the same, checked, and a note says 1.36 no
+    longer serves it. Its selector pins a T4: bf16 is the finding it is for a v1 template."""
+    alpha = TEMPLATE.replace("resource.k8s.io/v1", "resource.k8s.io/v1alpha3").replace(
+        "exactly: {deviceClassName: gpu.nvidia.com}",
+        "deviceClassName: gpu.nvidia.com\n          selectors:\n            - cel: {expression: \"" + T4_ONLY + "\"}")
+    (tmp_path / "app.yaml").write_text(alpha + "---\n" + VLLM)
+    out = json.loads(lint(str(tmp_path / "app.yaml"), "--format", "json").stdout)
+    assert [(n["line"], n["reason"]) for n in out["skipped"]] == [(  # notes: what was not (fully) checked
+        1, "ResourceClaimTemplate of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves "
+           "v1alpha3 only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "
+           "resource.k8s.io/v1")]
+    assert [(f["rule"], f["pointer"], f["message"]) for f in out["findings"]] == [(
+        "dtype-unsupported-by-gpu", "/spec/template/spec/containers/0/args/3",
+        "--dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: Tesla-T4 (compute capability 7.5)")]

@@ -50,6 +50,39 @@ def is_dra(obj: JsonObject) -> bool:
     return isinstance(api_version, str) and api_version.startswith(GROUP + "/") and obj.get("kind") in KINDS
 
 
+# API versions of resource.k8s.io read into the same model: v1 (GA in 1.34) and v1beta2 have the same shape; v1beta1
+# and v1alpha3 write a request's deviceClassName, selectors, count and allocationMode on the request itself (no
+# ``exactly``) and a slice's devices under ``basic``. What Kubernetes 1.36 serves of them, asked of a real
+# kube-apiserver v1.36 (tests/e2e/test_dra_versions.py): v1 by default; v1beta1 and v1beta2 only with
+# --runtime-config; v1alpha3 only DeviceTaintRule and ResourcePoolStatusRequest; v1alpha2 not at all ("group version
+# resource.k8s.io/v1alpha2 that has not been registered"): the API of "classic" DRA that 1.31 replaced with
+# structured parameters (https://github.com/kubernetes/enhancements/pull/4709).
+UNSERVED_NOTES = {
+    "v1alpha3": ("{kind} of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves v1alpha3 "
+                 "only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "
+                 "resource.k8s.io/v1"),
+    "v1alpha2": ("{kind} of resource.k8s.io/v1alpha2 (the \"classic\" DRA API) is not served since Kubernetes "
+                 "1.31: not checked"),
+}
+
+
+# The kinds only resource.k8s.io/v1alpha2 had (read to say they are not checked).
+V1ALPHA2_KINDS = ("ResourceClass", "ResourceClassParameters", "ResourceClaimParameters", "PodSchedulingContext")
+
+
+def api_version_note(obj: JsonObject) -> str | None:
+    """What to say of a resource.k8s.io object in an API version no current API server serves (None otherwise)."""
+    api_version = obj.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version.startswith(GROUP + "/"):
+        return None
+    note = UNSERVED_NOTES.get(api_version.split("/", 1)[1])
+    return note.format(kind=text(obj.get("kind")) or "an object") if note else None
+
+
+def _v1alpha2(obj: JsonObject) -> bool:
+    return obj.get("apiVersion") == f"{GROUP}/v1alpha2"
+
+
 # ---------------------------------------------------------------------------------------------- classes
 
 
@@ -503,6 +536,17 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
         template_name = text(entry.get("resourceClaimTemplateName"))
         direct_name = text(entry.get("resourceClaimName"))
         creation = entry.get("claimCreationSpec")
+        old = mapping(entry.get("source"))
+        if template_name is None and direct_name is None and creation is None and old:
+            named = next((f"{kind} {text(old.get(key))}" for key, kind in (
+                ("resourceClaimTemplateName", "ResourceClaimTemplate"), ("resourceClaimName", "ResourceClaim"))
+                if text(old.get(key)) is not None), "its claim")
+            notes.append((f"{ptr}/source", f"claim {claim_name!r} names {named} under 'source', the shape before "
+                                           "Kubernetes 1.31 (kubernetes/kubernetes#125116): current API servers do "
+                                           "not read it (strict validation rejects the unknown field; without it "
+                                           "the entry names no claim and the pod is invalid), so its devices were "
+                                           "not checked; write the name on the entry itself"))
+            continue
         obj: JsonObject | None
         if template_name is not None:
             kind, ref_name, obj = "ResourceClaimTemplate", template_name, index.template(namespace, template_name)
@@ -518,6 +562,10 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
             where = f"{kind} {namespace + '/' if namespace else ''}{ref_name}"
             missing = "does not exist (yet)" if index.authoritative else "is not in the input"
             notes.append((ptr, f"{where} (claim {claim_name!r}) {missing}: the devices it requests were not checked"))
+            continue
+        if _v1alpha2(obj):
+            notes.append((ptr, f"{where} (claim {claim_name!r}) is resource.k8s.io/v1alpha2, not served since "
+                               "Kubernetes 1.31: the devices it requests were not checked"))
             continue
         found = claim_spec_of(obj)
         if found is None:

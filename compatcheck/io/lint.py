@@ -15,8 +15,8 @@ from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
 from compatcheck.core.dra import KINDS as DRA_KINDS
+from compatcheck.core.dra import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.dra import build_index as build_dra_index
-from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
@@ -64,7 +64,7 @@ class LintOptions:
 
 # Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
 # templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
-_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS)
+_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
 
 
 def may_matter(kind: str, text: str) -> bool:
@@ -133,6 +133,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
     report.add(_dra_redefinitions(parsed, options, cluster))
+    report.add(_dra_api_versions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
     ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
@@ -190,6 +191,21 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions, cluster: 
                                     f"{where}): the claims that name it are checked against this definition, as "
                                     "applying it would replace the cluster's", line, col, pointer,
                               severity=Severity.WARNING))
+    return out
+
+
+def _dra_api_versions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
+    """A note at each resource.k8s.io object of an API version no current API server serves (v1alpha3: read as
+    v1beta1; v1alpha2: not checked), never silence."""
+    out: list[Diagnostic] = []
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                note = api_version_note(obj)
+                if note is not None:
+                    path, line, col = _where(doc, f"{prefix}/apiVersion", options)
+                    out.append(Diagnostic(path, note, line, col, f"{prefix}/apiVersion", severity=Severity.INFO,
+                                          kind="note"))
     return out
 
 
