@@ -122,3 +122,26 @@ def test_a_v1alpha3_template_is_read_as_v1beta1_with_a_note(tmp_path: Path) -> N
     assert [(f["rule"], f["pointer"], f["message"]) for f in out["findings"]] == [(
         "dtype-unsupported-by-gpu", "/spec/template/spec/containers/0/args/3",
         "--dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: Tesla-T4 (compute capability 7.5)")]
+
+
+MIG = Path(__file__).resolve().parents[1] / "fixtures" / "mig-profile-unknown"
+
+
+def _rules(case: str, kind: str) -> list[tuple[str, str]]:
+    proc = lint(str(MIG / f"{kind}.{case}.yaml"), "--nodes", str(MIG / f"nodes.{case}.yaml"), "--format", "json")
+    return [(f["rule"], f["pointer"]) for f in json.loads(proc.stdout)["findings"]]
+
+
+def test_dra_mig_devices_are_what_the_mig_rules_read_with_every_rule_on() -> None:
+    """MIG devices from ResourceSlices are the nvidia.com/mig-<profile> of a mixed-strategy node: NVIDIA's A100 demo
+    (four MIG profiles of one GPU) is clean on the A100 it was written for; on an H100 each request is
+    mig-profile-unknown alone (gpu-no-eligible-node folds into it, as for a device-plugin MIG resource), the
+    template itself dra-request-unsatisfiable; the MIG extended resource a DeviceClass maps is offered by the
+    GH200's 1g.12gb devices, and only mig-profile-unknown speaks when there are none."""
+    assert _rules("dra-a100-slices", "pass") == []
+    template = [("dra-request-unsatisfiable", f"/spec/spec/devices/requests/{i}") for i in range(4)]
+    assert _rules("dra-h100-slices", "fail") == template + [
+        ("mig-profile-unknown", "/spec/template/spec/resourceClaims/0")] * 4
+    assert _rules("dra-gh200-1g12gb", "pass") == []
+    assert _rules("dra-gh200-1g24gb", "fail") == [
+        ("mig-profile-unknown", "/spec/containers/0/resources/limits/nvidia.com~1mig-1g.12gb")]

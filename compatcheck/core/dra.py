@@ -224,7 +224,35 @@ def device_labels(device: DeviceInput) -> tuple[tuple[str, str], ...]:
     if isinstance(cuda, Semver):
         labels["nvidia.com/cuda.runtime-version.major"] = str(cuda.major)
         labels["nvidia.com/cuda.runtime-version.minor"] = str(cuda.minor)
+    if mig_profile(device) is not None:
+        # A MIG device named by its profile is what the device plugin's mixed strategy offers (and GFD labels).
+        labels["nvidia.com/mig.strategy"] = "mixed"
     return tuple(sorted(labels.items()))
+
+
+def mig_profile(device: DeviceInput) -> str | None:
+    """The MIG profile of an NVIDIA MIG device (``type`` mig, ``profile`` such as 1g.10gb; MigDeviceInfo.GetDevice
+    in cmd/gpu-kubelet-plugin/deviceinfo.go of NVIDIA/k8s-dra-driver-gpu), else None."""
+    if device.driver != NVIDIA_DRIVER:
+        return None
+    attrs = device.attributes.get(NVIDIA_DRIVER, {})
+    profile = attrs.get("profile")
+    return profile if attrs.get("type") == "mig" and isinstance(profile, str) and profile else None
+
+
+def device_resources(device: DeviceInput) -> tuple[tuple[str, int], ...]:
+    """What a device is as a device-plugin resource, for the rules that read allocatable: an NVIDIA MIG device is one
+    ``nvidia.com/mig-<profile>`` (the mixed strategy's name for it); () for any other device."""
+    profile = mig_profile(device)
+    return ((f"nvidia.com/mig-{profile}", 1),) if profile is not None else ()
+
+
+_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
+
+
+def pinned_profiles(selectors: Iterable[str]) -> frozenset[str]:
+    """The MIG profiles selectors pin with ``...profile == "1g.10gb"`` (either side)."""
+    return frozenset(m.group(1) or m.group(2) for s in selectors for m in _PROFILE_PIN.finditer(s))
 
 
 # ---------------------------------------------------------------------------------------------- claims

@@ -134,3 +134,19 @@ def test_resource_k8s_io_v1alpha2_is_not_registered(tmp_path_factory: pytest.Tem
         assert 'err="group version resource.k8s.io/v1alpha2 that has not been registered"' in str(failed.value)
     finally:
         server.stop()
+
+
+def test_the_mig_fixture_slices_are_valid_resource_slices(kapi: KubeAPIServer) -> None:
+    """The MIG ResourceSlices of fixtures/mig-profile-unknown (as NVIDIA's driver publishes them) are what the API
+    server accepts (attribute and capacity names, device names, pool): a server-side dry run of each."""
+    from ruamel.yaml import YAML
+
+    from tests.conftest import FIXTURES
+
+    files = sorted((FIXTURES / "mig-profile-unknown").glob("nodes.dra-*-slices.yaml")) + sorted(
+        (FIXTURES / "mig-profile-unknown").glob("nodes.dra-gh200-*.yaml"))
+    slices = [o for f in files for o in YAML(typ="safe").load(f.read_text())["items"] if o["kind"] == "ResourceSlice"]
+    assert len(slices) == 4
+    for obj in slices:
+        out = kapi.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(obj), check=False)
+        assert (out.returncode, out.stderr) == (0, ""), obj["metadata"]["name"]

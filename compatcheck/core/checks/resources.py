@@ -207,8 +207,10 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
     cluster = ctx.cluster
     if cluster is None or not a.is_gpu_pod:
         return
+    by_profile = {id(r) for r, _missing, _offered, every in a.dra_unoffered_profiles if every}
     for r, outcome in a.dra_outcomes:
-        if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown:
+        # one cause, one finding: a MIG profile no device in reach is, in every alternative, is mig-profile-unknown's
+        if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown and id(r) not in by_profile:
             yield Violation(f"no device can be allocated for claim {r.claim!r} ({r.what}): {outcome.reason}; the pod "
                             "would stay Pending", r.pointer)
     for claim, pointer, reason in a.dra_constraint_failures:
