@@ -5,13 +5,14 @@ API server does with a pod that names its claim in the pre-1.31 ``source`` shape
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from compatcheck.core.dra import read_claim_spec, read_slice
-from tests.e2e.conftest import binaries, namespace
+from tests.e2e.conftest import Webhook, binaries, create_node, namespace, wait_until
 from tests.e2e.kapi import KubeAPIServer
 
 ALL_VERSIONS = ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true", "resource.k8s.io/v1alpha3=true")
@@ -150,3 +151,70 @@ def test_the_mig_fixture_slices_are_valid_resource_slices(kapi: KubeAPIServer) -
     for obj in slices:
         out = kapi.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(obj), check=False)
         assert (out.returncode, out.stderr) == (0, ""), obj["metadata"]["name"]
+
+
+@pytest.fixture(scope="module")
+def kapi_v1beta1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
+    """An API server that serves resource.k8s.io/v1beta1 only, as Kubernetes 1.32 does."""
+    server = KubeAPIServer(binaries(), tmp_path_factory.mktemp("kapi-v1beta1"),
+                           runtime_config=("resource.k8s.io/v1=false", "resource.k8s.io/v1beta1=true")).start()
+    yield server
+    server.stop()
+
+
+def test_the_live_view_reads_dra_where_only_v1beta1_is_served(kapi_v1beta1: KubeAPIServer,
+                                                              webhooks: Callable[..., Webhook]) -> None:
+    """Where the API server serves no resource.k8s.io/v1 (Kubernetes 1.32/1.33), the live view watches the newest
+    version it does serve: the v1beta1 slices (devices under ``basic``), class and template (requests inline) are
+    what the pods' claims resolve to, and a v1beta1 template is reviewed as a v1 one."""
+    from tests.e2e.test_dra_cluster import t4_slice, vllm
+
+    kapi = kapi_v1beta1
+    assert served(kapi) == {"v1beta1": ["DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"]}
+    api = kapi.client()
+    tag = uuid.uuid4().hex[:6]
+    node, pool, cls = f"beta-t4-{tag}", f"beta-{tag}", f"gpu-{tag}.example.com"
+    create_node(api, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {
+        "kubernetes.io/hostname": node, "pool": pool}}, "status": {"allocatable": {"cpu": "8"}}})
+    v1 = t4_slice(node)
+    beta_slice = {**v1, "apiVersion": "resource.k8s.io/v1beta1", "spec": {**v1["spec"], "devices": [
+        {"name": d["name"], "basic": {k: v for k, v in d.items() if k != "name"}} for d in v1["spec"]["devices"]]}}
+    beta_class = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass", "metadata": {"name": cls},
+                  "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{NV}'"}}]}}
+    for obj in (beta_slice, beta_class):
+        kapi.kubectl("create", "-f", "-", stdin=json.dumps(obj))
+    wh = webhooks(kapi).start()
+    wh.register("dra-beta", mutate=False, extra_rules=[
+        {"apiGroups": ["resource.k8s.io"], "apiVersions": ["v1beta1"],
+         "resources": ["resourceclaims", "resourceclaimtemplates"]}])
+    ns = namespace(api, "dra-beta")
+
+    def template(name: str, *selectors: str) -> dict[str, Any]:
+        request: dict[str, Any] = {"name": "gpu", "deviceClassName": cls}
+        if selectors:
+            request["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+        return {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                "spec": {"spec": {"devices": {"requests": [request]}}}}
+
+    def apply(obj: dict[str, Any], *args: str) -> tuple[int, str]:
+        out = kapi.kubectl("apply", "-n", ns, *(args or ("--dry-run=server",)), "-f", "-", stdin=json.dumps(obj),
+                           check=False)
+        return out.returncode, out.stdout + out.stderr
+
+    assert apply(template("one-gpu"), "--server-side")[0] == 0
+
+    def denied() -> str:
+        rc, out = apply(vllm("vllm", "one-gpu", pool))
+        return out if rc != 0 and "dtype-unsupported-by-gpu" in out else ""
+
+    out = wait_until(denied, 10, what="the view to hold the v1beta1 template and slices")
+    assert (f'admission webhook "validate.dra-beta.compatcheck.io" denied the request: compatcheck denied Deployment '
+            f"{ns}/vllm:\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); "
+            "eligible GPUs: Tesla-T4 (compute capability 7.5)") in out
+    rc, out = apply(template("h100", f"device.attributes['{NV}'].productName == 'NVIDIA H100 80GB HBM3'"))
+    assert rc != 0
+    assert out.startswith("Warning: resource.k8s.io/v1beta1 ResourceClaimTemplate is deprecated in v1.35+, "
+                          "unavailable in v1.38+\n")
+    line = (f"- dra-request-unsatisfiable: request 'gpu': no device of the cluster can serve it: 2 {NV} devices in "
+            f"reach: Tesla-T4, and none of the 2 of DeviceClass {cls} satisfies the selector")
+    assert f"compatcheck denied ResourceClaimTemplate {ns}/h100:\n{line[:199]}…\n" in out

@@ -73,7 +73,7 @@ table (compatcheck/core/workloads.py) that has a CEL filter; tests/test_chart.py
 {{- if .Values.clusterView.dra }}
 - name: resource-claims
   rules:
-    - {apiGroups: [resource.k8s.io], apiVersions: ["v1"], resources: [resourceclaims, resourceclaimtemplates]}
+    - {apiGroups: [resource.k8s.io], apiVersions: ["v1", "v1beta2", "v1beta1"], resources: [resourceclaims, resourceclaimtemplates]}
   cel: ""
 {{- end }}
 {{- if .Values.webhook.customResources }}
