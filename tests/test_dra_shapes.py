@@ -145,3 +145,17 @@ def test_dra_mig_devices_are_what_the_mig_rules_read_with_every_rule_on() -> Non
     assert _rules("dra-gh200-1g12gb", "pass") == []
     assert _rules("dra-gh200-1g24gb", "fail") == [
         ("mig-profile-unknown", "/spec/containers/0/resources/limits/nvidia.com~1mig-1g.12gb")]
+
+
+def test_a_v1beta1_template_is_read_as_v1_with_the_deprecation_the_api_server_warns_of(tmp_path: Path) -> None:
+    """v1beta1 (requests inline): checked as v1, with a note carrying kube-apiserver 1.36's own deprecation warning
+    (tests/e2e/test_dra_versions.py compares them)."""
+    beta = TEMPLATE.replace("resource.k8s.io/v1", "resource.k8s.io/v1beta1").replace(
+        "exactly: {deviceClassName: gpu.nvidia.com}",
+        "deviceClassName: gpu.nvidia.com\n          selectors:\n            - cel: {expression: \"" + T4_ONLY + "\"}")
+    (tmp_path / "app.yaml").write_text(beta + "---\n" + VLLM)
+    out = json.loads(lint(str(tmp_path / "app.yaml"), "--format", "json").stdout)
+    assert [(n["line"], n["reason"]) for n in out["skipped"]] == [(
+        1, "ResourceClaimTemplate of resource.k8s.io/v1beta1 is deprecated in Kubernetes 1.35+ and unavailable in "
+           "1.38+ (1.36 serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1")]
+    assert [f["rule"] for f in out["findings"]] == ["dtype-unsupported-by-gpu"]

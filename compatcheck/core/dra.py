@@ -58,6 +58,11 @@ def is_dra(obj: JsonObject) -> bool:
 # resource.k8s.io/v1alpha2 that has not been registered"): the API of "classic" DRA that 1.31 replaced with
 # structured parameters (https://github.com/kubernetes/enhancements/pull/4709).
 UNSERVED_NOTES = {
+    # the API server's own deprecation warning for each beta (kube-apiserver v1.36)
+    "v1beta2": ("{kind} of resource.k8s.io/v1beta2 is deprecated in Kubernetes 1.36+ and unavailable in 1.39+ (1.36 "
+                "serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1"),
+    "v1beta1": ("{kind} of resource.k8s.io/v1beta1 is deprecated in Kubernetes 1.35+ and unavailable in 1.38+ (1.36 "
+                "serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1"),
     "v1alpha3": ("{kind} of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves v1alpha3 "
                  "only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "
                  "resource.k8s.io/v1"),
@@ -71,7 +76,8 @@ V1ALPHA2_KINDS = ("ResourceClass", "ResourceClassParameters", "ResourceClaimPara
 
 
 def api_version_note(obj: JsonObject) -> str | None:
-    """What to say of a resource.k8s.io object in an API version no current API server serves (None otherwise)."""
+    """What to say of a resource.k8s.io object in an API version Kubernetes 1.36 does not serve by default (None
+    for v1)."""
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or not api_version.startswith(GROUP + "/"):
         return None

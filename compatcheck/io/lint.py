@@ -195,8 +195,8 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions, cluster: 
 
 
 def _dra_api_versions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
-    """A note at each resource.k8s.io object of an API version no current API server serves (v1alpha3: read as
-    v1beta1; v1alpha2: not checked), never silence."""
+    """A note at each resource.k8s.io object of an API version Kubernetes 1.36 does not serve by default (v1beta2,
+    v1beta1: deprecated, read as v1; v1alpha3: read as v1beta1; v1alpha2: not checked), never silence."""
     out: list[Diagnostic] = []
     for pf in parsed:
         for doc in pf.documents:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from compatcheck.core.dra import read_claim_spec, read_slice
+from compatcheck.core.dra import api_version_note, read_claim_spec, read_slice
 from tests.e2e.conftest import Webhook, binaries, create_node, namespace, wait_until
 from tests.e2e.kapi import KubeAPIServer
 
@@ -76,7 +76,13 @@ def _model(obj: dict[str, Any]) -> list[tuple[Any, ...]]:
 def test_a_template_of_each_served_version_reads_as_the_v1_the_api_server_makes_of_it(
         kapi_all: KubeAPIServer, template: dict[str, Any]) -> None:
     ns = namespace(kapi_all.client(), "dra-versions")
-    kapi_all.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(template))
+    created = kapi_all.kubectl("create", "-n", ns, "-f", "-", stdin=json.dumps(template))
+    # the API server's deprecation warning says what compatcheck's note says
+    version = template["apiVersion"].split("/")[1]
+    since, until = {"v1beta1": ("1.35", "1.38"), "v1beta2": ("1.36", "1.39")}[version]
+    assert created.stderr == (f"Warning: resource.k8s.io/{version} ResourceClaimTemplate is deprecated in v{since}+, "
+                              f"unavailable in v{until}+\n")
+    assert f"is deprecated in Kubernetes {since}+ and unavailable in {until}+" in str(api_version_note(template))
     v1 = json.loads(kapi_all.kubectl("get", "-n", ns, "resourceclaimtemplates.v1.resource.k8s.io", "two-a100",
                                      "-o", "json").stdout)
     assert v1["apiVersion"] == "resource.k8s.io/v1" and "exactly" in v1["spec"]["spec"]["devices"]["requests"][0]
