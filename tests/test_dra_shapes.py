@@ -159,3 +159,15 @@ def test_a_v1beta1_template_is_read_as_v1_with_the_deprecation_the_api_server_wa
         1, "ResourceClaimTemplate of resource.k8s.io/v1beta1 is deprecated in Kubernetes 1.35+ and unavailable in "
            "1.38+ (1.36 serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1")]
     assert [f["rule"] for f in out["findings"]] == ["dtype-unsupported-by-gpu"]
+
+
+def test_a_media_extension_mig_device_is_the_device_plugins_dot_me_resource() -> None:
+    """NVML and the DRA driver write 1g.5gb+me; the device plugin's resource (and the mig-profiles table) 1g.5gb.me."""
+    from compatcheck.core.cel import DeviceInput
+    from compatcheck.core.dra import device_resources, mig_profile
+
+    me = DeviceInput(NV, {NV: {"type": "mig", "profile": "1g.5gb+me"}}, {})
+    assert (mig_profile(me), device_resources(me)) == ("1g.5gb+me", (("nvidia.com/mig-1g.5gb.me", 1),))
+    gpu = DeviceInput(NV, {NV: {"type": "gpu", "profile": "1g.5gb"}}, {})  # only a MIG device has a profile
+    other = DeviceInput("example.com", {"example.com": {"type": "mig", "profile": "1g.5gb"}}, {})
+    assert [device_resources(d) for d in (gpu, other)] == [(), ()]

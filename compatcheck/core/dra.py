@@ -246,11 +246,17 @@ def mig_profile(device: DeviceInput) -> str | None:
     return profile if attrs.get("type") == "mig" and isinstance(profile, str) and profile else None
 
 
+def resource_profile(profile: str) -> str:
+    """A MIG profile as NVML and the DRA driver write it (1g.10gb+me: go-nvlib's MigProfileInfo.String) in the form
+    of the device plugin's resource names and the mig-profiles table (1g.10gb.me: '+' becomes '.')."""
+    return profile.replace("+", ".")
+
+
 def device_resources(device: DeviceInput) -> tuple[tuple[str, int], ...]:
     """What a device is as a device-plugin resource, for the rules that read allocatable: an NVIDIA MIG device is one
     ``nvidia.com/mig-<profile>`` (the mixed strategy's name for it); () for any other device."""
     profile = mig_profile(device)
-    return ((f"nvidia.com/mig-{profile}", 1),) if profile is not None else ()
+    return ((f"nvidia.com/mig-{resource_profile(profile)}", 1),) if profile is not None else ()
 
 
 _PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")

@@ -24,7 +24,7 @@ from compatcheck.core.checks.base import (
     no_params,
 )
 from compatcheck.core.cluster import NodeFacts
-from compatcheck.core.dra import container_claim_requests, pinned_profiles
+from compatcheck.core.dra import container_claim_requests, pinned_profiles, resource_profile
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -557,11 +557,12 @@ def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
             products = sorted(set(pinned.get(id(r), ())))
             for profile in sorted(profiles):
                 known = [kb.mig_profiles_for(p) for p in products]
+                table_name = resource_profile(profile)  # the driver writes 1g.10gb+me, the table 1g.10gb.me
                 if products and all(k is not None for k in known):
-                    if not any(profile in k for k in known if k is not None):
+                    if not any(table_name in k for k in known if k is not None):
                         yield Violation(f"{r.what} pins MIG profile {profile}, which {', '.join(products)} does not "
                                         "offer: no MIG device can match", r.pointer, users[0] if users else None)
-                elif profile not in kb.all_mig_profiles():
+                elif table_name not in kb.all_mig_profiles():
                     yield Violation(f"{r.what} pins MIG profile {profile}, which no GPU in the MIG table offers "
                                     f"(known: {', '.join(sorted(kb.all_mig_profiles())[:8])} ...)", r.pointer,
                                     users[0] if users else None)
