@@ -262,6 +262,17 @@ def device_resources(device: DeviceInput) -> tuple[tuple[str, int], ...]:
 _PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
 
 
+_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]*\.\s*type\b""")
+
+
+def is_mig_request(request: PodRequest) -> bool:
+    """Whether every alternative of an NVIDIA request gets a MIG device: DeviceClass mig.nvidia.com, or selectors
+    (the class's and its own) that pin ``type == "mig"`` or a MIG ``profile``."""
+    return bool(request.alternatives) and all(
+        ra.alt.class_name == "mig.nvidia.com" or any(_MIG_TYPE.search(s) for s in ra.selectors)
+        or bool(pinned_profiles(ra.selectors)) for ra in request.alternatives)
+
+
 def pinned_profiles(selectors: Iterable[str]) -> frozenset[str]:
     """The MIG profiles selectors pin with ``...profile == "1g.10gb"`` (either side)."""
     return frozenset(m.group(1) or m.group(2) for s in selectors for m in _PROFILE_PIN.finditer(s))
