@@ -477,6 +477,100 @@ def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> 
 
 
 
+def _with_kai_annotation(group: str, kind: str, location: Any) -> dict[str, Any]:
+    """An object of ``kind`` whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads it for
+    ``location`` of the workload table: a template location's own metadata, else the object's (the pod spec
+    there has a container with no resources). ``*`` becomes one list item (an object key for a mapping reads the
+    same)."""
+    from compatcheck.core.pointers import split_pointer
+
+    api_version = f"{group}/v1" if group else "v1"
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "kai"}}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}]}
+    annotations = {"gpu-fraction": "0.5"}
+    if location.shape == "template" and location.pattern:
+        leaf: Any = {"metadata": {"annotations": annotations}, "spec": spec}
+    else:
+        obj["metadata"]["annotations"] = annotations
+        leaf = spec
+    tokens = split_pointer(location.pattern)
+    if not tokens:  # a Pod: the object is the template
+        obj["spec"] = spec
+        return obj
+    node: Any = obj
+    for i, t in enumerate(tokens):
+        last = i == len(tokens) - 1
+        if t == "*":
+            continue
+        child: Any = leaf if last else ([{}] if tokens[i + 1] == "*" else {})
+        if isinstance(node, list):
+            node[0][t] = child
+        else:
+            node[t] = child
+        node = child
+    return obj
+
+
+def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str) -> None:
+    """For every kind and every pod location of the workload table (the one source of truth, no second list) whose
+    resource the chart routes: an object whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads
+    it (a Deployment's or a CronJob's pod template metadata, a PodTemplate's template metadata, a Pod's or a
+    CRD's own metadata), is matched by one webhook of each configuration and sent by its CEL; compatcheck sees it
+    as a GPU pod."""
+    celpy = pytest.importorskip("celpy")
+    from compatcheck.core.workloads import WORKLOAD_KINDS, pod_targets
+
+    objs = template(helm)
+    env = celpy.Environment()
+    routed = table_routes()
+    checked = set()
+    for wk in WORKLOAD_KINDS:
+        for group in wk.groups:
+            if (group, wk.kind.lower() + "s") not in routed:
+                continue
+            for location in wk.locations:
+                obj = _with_kai_annotation(group, wk.kind, location)
+                assert [c.implied_gpu for t in pod_targets(obj) for c in t.containers if c.implied_gpu] == [
+                    {"nvidia.com/gpu": 1}], (wk.kind, location.pattern)
+                for cfg_kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+                    (cfg,) = by_kind(objs, cfg_kind)
+                    (hook,) = _matching(cfg, obj)
+                    for cond in hook.get("matchConditions", []):
+                        program = env.program(env.compile(cond["expression"]))
+                        assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is True, (
+                            wk.kind, location.pattern, hook["name"])
+                        del (obj["metadata"] if "annotations" in obj["metadata"] else _template_meta(obj))[
+                            "annotations"]
+                        assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is False, (
+                            wk.kind, location.pattern, hook["name"])
+                        obj = _with_kai_annotation(group, wk.kind, location)
+                checked.add((group, wk.kind, location.pattern))
+    assert {("batch", "CronJob", "/spec/jobTemplate/spec/template"), ("", "PodTemplate", "/template"),
+            ("apps", "Deployment", "/spec/template"), ("", "Pod", "")} <= checked
+
+
+def _template_meta(obj: dict[str, Any]) -> dict[str, Any]:
+    """The metadata of the one pod template of an object built by ``_with_kai_annotation`` that has one."""
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "annotations" in node.get("metadata", {}) and node is not obj:
+                return node["metadata"]
+            for v in node.values():
+                found = walk(v)
+                if found is not None:
+                    return found
+        if isinstance(node, list):
+            for v in node:
+                found = walk(v)
+                if found is not None:
+                    return found
+        return None
+
+    found = walk(obj)
+    assert found is not None
+    return found  # type: ignore[no-any-return]
+
+
 def test_registry_lookups_are_on_with_the_public_allowlist_and_no_credentials(helm: str) -> None:
     from compatcheck.cli.entry import parser
 

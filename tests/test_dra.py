@@ -21,6 +21,7 @@ from compatcheck.core.dra import (
     build_inventory,
     constraint_reason,
     device_labels,
+    device_resources,
     read_constraints,
     read_slice,
 )
@@ -141,7 +142,9 @@ def test_nvidia_dra_attributes_become_the_labels_the_rules_read() -> None:
         "nvidia.com/cuda.runtime-version.major": "12", "nvidia.com/cuda.runtime-version.minor": "2",
     }
     assert gpu.node == "n0" and gpu.input.capacity == {NV: {"memory": Fraction(40 * 2**30)}}
-    assert mig.labels == gpu.labels  # a MIG device runs what its parent GPU runs
+    # a MIG device runs what its parent GPU runs, and is what the device plugin's mixed strategy offers
+    assert dict(mig.labels) == {**dict(gpu.labels), "nvidia.com/mig.strategy": "mixed"}
+    assert (device_resources(mig.input), device_resources(gpu.input)) == ((("nvidia.com/mig-1g.5gb", 1),), ())
     other = DeviceInput("example.com", {"example.com": {"productName": "X"}}, {})
     assert device_labels(other) == ()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,36 @@ def test_every_dependency_is_imported_and_the_lint_install_pulls_no_webhook_pack
         users = imported[IMPORTS[dist] or ""]
         assert all(u.startswith("compatcheck/webhook/") or u in ("compatcheck/core/admission.py",
                                                                  "compatcheck/core/jsonutil.py") for u in users), users
+
+
+@pytest.mark.parametrize(("name", "edit", "expected"), [
+    ("mig-profile-unknown.yaml", lambda t: "id: [broken\n",
+     "{path}:2: error: invalid YAML: did not find expected ',' or ']'"),
+    ("mig-profile-unknown.yaml", lambda t: "- a list\n", "{path}: error: expected exactly one YAML mapping"),
+    ("mig-profile-unknown.yaml", lambda t: t.replace("severity: error", "severity: loud"),
+     "{path}:5: error: /severity: 'loud' is not one of ['error', 'warning', 'info']"),
+    ("data/gpu-products.yaml", lambda t: t.replace("\nrows:\n", "\nrows:\n  - 1\n", 1),
+     "{path}:16: error: /rows/0: 1 is not of type 'object'"),
+])
+@pytest.mark.parametrize("command", [["rules", "list"], ["lint", "-"]])
+def test_an_invalid_builtin_rule_file_is_a_one_line_error_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str,
+        edit: Callable[[str], str], expected: str, command: list[str]) -> None:
+    """Built-in files are read without validation (they are checked by the test-suite); one that an edited or
+    damaged install breaks is read again the careful way: file:line and exit 2, as for --rules-dir files."""
+    import io
+    import shutil
+
+    import compatcheck.io.loader as loader
+    from compatcheck.cli.entry import main
+
+    rules = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", rules)
+    broken = rules / name
+    broken.write_text(edit(broken.read_text()))
+    monkeypatch.setattr(loader, "builtin_rules_dir", lambda: rules)
+    monkeypatch.setattr("sys.stdin", io.StringIO("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"))
+    assert main(command) == 2
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [expected.format(path=broken)]
+    assert "Traceback" not in out.out + out.err

@@ -349,3 +349,21 @@ def test_any_other_quantity_is_a_gpu_request(loaded: Loaded, offline: EvalContex
     """The other side of the zero case: a non-zero (even an invalid fractional) request is a GPU request."""
     _response, findings = _validate(loaded, offline, _pod({"limits": {"nvidia.com/gpu": quantity}}))
     assert RULE in {f.rule_id for f in findings}
+
+
+# ---------------------------------------------------------------------------------------------- not in the table
+
+
+def test_a_nimcache_is_no_gpu_workload_and_no_error(loaded: Loaded, offline: EvalContext) -> None:
+    """NIM Operator's own NIMCache sample: its caching Job asks for cpu and memory only (docs/workloads.md), so it is
+    not in the table: lint reads no pod spec in it and says nothing, the webhook admits it with no finding."""
+    path = FIXTURES / "_not-workloads" / "nimcaches.apps.nvidia.com.yaml"
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(path), "--format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = json.loads(proc.stdout)
+    assert (proc.returncode, proc.stderr, out["findings"], out["errors"], out["skipped"]) == (0, "", [], [], [])
+    assert (out["summary"]["objects"], out["summary"]["documentsWithoutPodSpecs"]) == (0, 1)
+    obj = YAML(typ="safe").load(path.read_text())
+    assert (obj["kind"], api_group(obj["apiVersion"])) not in {(g, wk.kind) for wk in WORKLOAD_KINDS for g in wk.groups}
+    response, findings = _validate(loaded, offline, obj)
+    assert (response, findings) == ({"uid": "kinds", "allowed": True}, [])

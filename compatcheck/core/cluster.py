@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from compatcheck.core.dra import Inventory
-from compatcheck.core.jsonutil import JsonObject, mapping, sequence
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import escape_token
@@ -786,6 +786,9 @@ class Cluster:
         # Label keys the description of the cluster is silent about (a ClusterProfile that gives no zone): every
         # real node has them, with values nobody wrote down, so selectors on them are not judged.
         self.unknown_keys: frozenset[str] = frozenset()
+        # Where each DeviceClass of the description was written (name -> (its spec, file, line)), so that one the
+        # linted input defines again, differently, can name both places.
+        self.device_class_origins: dict[str, tuple[Json, str, int | None]] = {}
         self._index: _NodeIndex | None = None
         self._lock = threading.Lock()
 

@@ -50,6 +50,45 @@ def is_dra(obj: JsonObject) -> bool:
     return isinstance(api_version, str) and api_version.startswith(GROUP + "/") and obj.get("kind") in KINDS
 
 
+# API versions of resource.k8s.io read into the same model: v1 (GA in 1.34) and v1beta2 have the same shape; v1beta1
+# and v1alpha3 write a request's deviceClassName, selectors, count and allocationMode on the request itself (no
+# ``exactly``) and a slice's devices under ``basic``. What Kubernetes 1.36 serves of them, asked of a real
+# kube-apiserver v1.36 (tests/e2e/test_dra_versions.py): v1 by default; v1beta1 and v1beta2 only with
+# --runtime-config; v1alpha3 only DeviceTaintRule and ResourcePoolStatusRequest; v1alpha2 not at all ("group version
+# resource.k8s.io/v1alpha2 that has not been registered"): the API of "classic" DRA that 1.31 replaced with
+# structured parameters (https://github.com/kubernetes/enhancements/pull/4709).
+UNSERVED_NOTES = {
+    # the API server's own deprecation warning for each beta (kube-apiserver v1.36)
+    "v1beta2": ("{kind} of resource.k8s.io/v1beta2 is deprecated in Kubernetes 1.36+ and unavailable in 1.39+ (1.36 "
+                "serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1"),
+    "v1beta1": ("{kind} of resource.k8s.io/v1beta1 is deprecated in Kubernetes 1.35+ and unavailable in 1.38+ (1.36 "
+                "serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1"),
+    "v1alpha3": ("{kind} of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves v1alpha3 "
+                 "only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "
+                 "resource.k8s.io/v1"),
+    "v1alpha2": ("{kind} of resource.k8s.io/v1alpha2 (the \"classic\" DRA API) is not served since Kubernetes "
+                 "1.31: not checked"),
+}
+
+
+# The kinds only resource.k8s.io/v1alpha2 had (read to say they are not checked).
+V1ALPHA2_KINDS = ("ResourceClass", "ResourceClassParameters", "ResourceClaimParameters", "PodSchedulingContext")
+
+
+def api_version_note(obj: JsonObject) -> str | None:
+    """What to say of a resource.k8s.io object in an API version Kubernetes 1.36 does not serve by default (None
+    for v1)."""
+    api_version = obj.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version.startswith(GROUP + "/"):
+        return None
+    note = UNSERVED_NOTES.get(api_version.split("/", 1)[1])
+    return note.format(kind=text(obj.get("kind")) or "an object") if note else None
+
+
+def _v1alpha2(obj: JsonObject) -> bool:
+    return obj.get("apiVersion") == f"{GROUP}/v1alpha2"
+
+
 # ---------------------------------------------------------------------------------------------- classes
 
 
@@ -191,7 +230,52 @@ def device_labels(device: DeviceInput) -> tuple[tuple[str, str], ...]:
     if isinstance(cuda, Semver):
         labels["nvidia.com/cuda.runtime-version.major"] = str(cuda.major)
         labels["nvidia.com/cuda.runtime-version.minor"] = str(cuda.minor)
+    if mig_profile(device) is not None:
+        # A MIG device named by its profile is what the device plugin's mixed strategy offers (and GFD labels).
+        labels["nvidia.com/mig.strategy"] = "mixed"
     return tuple(sorted(labels.items()))
+
+
+def mig_profile(device: DeviceInput) -> str | None:
+    """The MIG profile of an NVIDIA MIG device (``type`` mig, ``profile`` such as 1g.10gb; MigDeviceInfo.GetDevice
+    in cmd/gpu-kubelet-plugin/deviceinfo.go of NVIDIA/k8s-dra-driver-gpu), else None."""
+    if device.driver != NVIDIA_DRIVER:
+        return None
+    attrs = device.attributes.get(NVIDIA_DRIVER, {})
+    profile = attrs.get("profile")
+    return profile if attrs.get("type") == "mig" and isinstance(profile, str) and profile else None
+
+
+def resource_profile(profile: str) -> str:
+    """A MIG profile as NVML and the DRA driver write it (1g.10gb+me: go-nvlib's MigProfileInfo.String) in the form
+    of the device plugin's resource names and the mig-profiles table (1g.10gb.me: '+' becomes '.')."""
+    return profile.replace("+", ".")
+
+
+def device_resources(device: DeviceInput) -> tuple[tuple[str, int], ...]:
+    """What a device is as a device-plugin resource, for the rules that read allocatable: an NVIDIA MIG device is one
+    ``nvidia.com/mig-<profile>`` (the mixed strategy's name for it); () for any other device."""
+    profile = mig_profile(device)
+    return ((f"nvidia.com/mig-{resource_profile(profile)}", 1),) if profile is not None else ()
+
+
+_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
+
+
+_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]*\.\s*type\b""")
+
+
+def is_mig_request(request: PodRequest) -> bool:
+    """Whether every alternative of an NVIDIA request gets a MIG device: DeviceClass mig.nvidia.com, or selectors
+    (the class's and its own) that pin ``type == "mig"`` or a MIG ``profile``."""
+    return bool(request.alternatives) and all(
+        ra.alt.class_name == "mig.nvidia.com" or any(_MIG_TYPE.search(s) for s in ra.selectors)
+        or bool(pinned_profiles(ra.selectors)) for ra in request.alternatives)
+
+
+def pinned_profiles(selectors: Iterable[str]) -> frozenset[str]:
+    """The MIG profiles selectors pin with ``...profile == "1g.10gb"`` (either side)."""
+    return frozenset(m.group(1) or m.group(2) for s in selectors for m in _PROFILE_PIN.finditer(s))
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -503,6 +587,17 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
         template_name = text(entry.get("resourceClaimTemplateName"))
         direct_name = text(entry.get("resourceClaimName"))
         creation = entry.get("claimCreationSpec")
+        old = mapping(entry.get("source"))
+        if template_name is None and direct_name is None and creation is None and old:
+            named = next((f"{kind} {text(old.get(key))}" for key, kind in (
+                ("resourceClaimTemplateName", "ResourceClaimTemplate"), ("resourceClaimName", "ResourceClaim"))
+                if text(old.get(key)) is not None), "its claim")
+            notes.append((f"{ptr}/source", f"claim {claim_name!r} names {named} under 'source', the shape before "
+                                           "Kubernetes 1.31 (kubernetes/kubernetes#125116): current API servers do "
+                                           "not read it (strict validation rejects the unknown field; without it "
+                                           "the entry names no claim and the pod is invalid), so its devices were "
+                                           "not checked; write the name on the entry itself"))
+            continue
         obj: JsonObject | None
         if template_name is not None:
             kind, ref_name, obj = "ResourceClaimTemplate", template_name, index.template(namespace, template_name)
@@ -518,6 +613,10 @@ def pod_claims(spec: JsonObject, pointer: str, namespace: str | None, index: Dra
             where = f"{kind} {namespace + '/' if namespace else ''}{ref_name}"
             missing = "does not exist (yet)" if index.authoritative else "is not in the input"
             notes.append((ptr, f"{where} (claim {claim_name!r}) {missing}: the devices it requests were not checked"))
+            continue
+        if _v1alpha2(obj):
+            notes.append((ptr, f"{where} (claim {claim_name!r}) is resource.k8s.io/v1alpha2, not served since "
+                               "Kubernetes 1.31: the devices it requests were not checked"))
             continue
         found = claim_spec_of(obj)
         if found is None:

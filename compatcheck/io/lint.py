@@ -15,8 +15,8 @@ from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.dra import KINDS as DRA_KINDS
+from compatcheck.core.dra import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.dra import build_index as build_dra_index
-from compatcheck.core.dra import is_dra
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
@@ -64,7 +64,7 @@ class LintOptions:
 
 # Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
 # templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
-_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS)
+_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
 
 
 def may_matter(kind: str, text: str) -> bool:
@@ -132,7 +132,8 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
     objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
     dra = build_dra_index(obj for obj in objects if is_dra(obj))
-    report.add(_dra_redefinitions(parsed, options))
+    report.add(_dra_redefinitions(parsed, options, cluster))
+    report.add(_dra_api_versions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
     ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
@@ -146,11 +147,14 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
 DRA_INDEXED = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 
 
-def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
+def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions, cluster: Cluster | None) -> list[Diagnostic]:
     """A DeviceClass, ResourceClaim or ResourceClaimTemplate defined again, differently, under the same name (and
     namespace) in the files linted together: the last one is what claims resolve to, as applying the files in order
-    would leave it, so a warning at it names the other place (never silence about which one was checked)."""
+    would leave it, so a warning at it names the other place (never silence about which one was checked). A
+    DeviceClass of the input that the --nodes file (the cluster as it is) defines differently: the input's is the
+    one checked, as applying it would replace the cluster's; a warning at it names the --nodes place."""
     first: dict[tuple[str, str | None, str], tuple[dict[str, Any], str, int]] = {}
+    last: dict[str, tuple[dict[str, Any], str, int, int, str]] = {}  # DeviceClass name -> where it is last
     out: list[Diagnostic] = []
     for pf in parsed:
         for doc in pf.documents:
@@ -168,6 +172,8 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[D
                 path, line, col = _where(doc, pointer, options)
                 seen = first.get(key)
                 first[key] = (obj, path, line)
+                if kind == "DeviceClass":
+                    last[name] = (obj, path, line, col, pointer)
                 if seen is None or seen[0] == obj:
                     continue
                 shown = f"{key[1]}/{name}" if key[1] else name
@@ -175,6 +181,31 @@ def _dra_redefinitions(parsed: list[ParsedFile], options: LintOptions) -> list[D
                                             f"{seen[1]}:{seen[2]}): the claims that name it are checked against "
                                             "this last definition, as applying the files in this order would "
                                             "leave it", line, col, pointer, severity=Severity.WARNING))
+    origins = cluster.device_class_origins if cluster is not None else {}
+    for name, (obj, path, line, col, pointer) in last.items():
+        origin = origins.get(name)
+        if origin is None or origin[0] == obj.get("spec"):
+            continue
+        where = f"{origin[1]}:{origin[2]}" if origin[2] is not None else origin[1]
+        out.append(Diagnostic(path, f"DeviceClass {name} is defined here differently from the cluster's (--nodes "
+                                    f"{where}): the claims that name it are checked against this definition, as "
+                                    "applying it would replace the cluster's", line, col, pointer,
+                              severity=Severity.WARNING))
+    return out
+
+
+def _dra_api_versions(parsed: list[ParsedFile], options: LintOptions) -> list[Diagnostic]:
+    """A note at each resource.k8s.io object of an API version Kubernetes 1.36 does not serve by default (v1beta2,
+    v1beta1: deprecated, read as v1; v1alpha3: read as v1beta1; v1alpha2: not checked), never silence."""
+    out: list[Diagnostic] = []
+    for pf in parsed:
+        for doc in pf.documents:
+            for prefix, obj in iter_objects(doc):
+                note = api_version_note(obj)
+                if note is not None:
+                    path, line, col = _where(doc, f"{prefix}/apiVersion", options)
+                    out.append(Diagnostic(path, note, line, col, f"{prefix}/apiVersion", severity=Severity.INFO,
+                                          kind="note"))
     return out
 
 

@@ -81,11 +81,16 @@ def _yaml_files(directory: Path) -> list[Path]:
 
 def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False) -> dict[str, Any] | None:
     if trusted:
-        # Built-in files are validated by the test-suite: skip position tracking (cold start matters).
-        docs = load_data(path.read_text("utf-8"))
-        data: dict[str, Any] = docs[0]
-        data["__doc__"] = None
-        return data
+        # Built-in files are validated by the test-suite: skip position tracking (cold start matters). One that
+        # does not parse as a mapping (an edited or damaged install) is read again the careful way, for file:line.
+        try:
+            docs = load_data(path.read_text("utf-8"))
+        except Exception:  # any parser failure: the careful read below says what and where
+            docs = []
+        if len(docs) == 1 and isinstance(docs[0], dict):
+            data: dict[str, Any] = docs[0]
+            data["__doc__"] = None
+            return data
     parsed = read_file(str(path), strict=True)
     problems.extend(replace(err, kind="rules") for err in parsed.errors)
     if parsed.errors:
@@ -133,7 +138,7 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             if data is None:
                 continue
             doc = data.pop("__doc__")
-            if validate:
+            if validate or not isinstance(data.get("table"), str) or not isinstance(data.get("rows"), list):
                 found = _table_problems(data, table_schema, str(path))
                 if found:
                     problems.extend(_with_lines(found, doc))
@@ -146,7 +151,13 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             if data is None:
                 continue
             doc = data.pop("__doc__")
-            rule, found = build_rule(data, str(path), builtin=builtin, validate=validate, rule_schema=rule_schema)
+            try:
+                rule, found = build_rule(data, str(path), builtin=builtin, validate=validate,
+                                         rule_schema=rule_schema)
+            except Exception:  # an unvalidated built-in file that does not fit: validate it
+                data = _parse_one(path, problems) or {"__doc__": None}
+                doc = data.pop("__doc__")
+                rule, found = build_rule(data, str(path), builtin=builtin, validate=True, rule_schema=rule_schema)
             if found:
                 problems.extend(_with_lines(found, doc))
                 continue
@@ -179,6 +190,8 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
     try:
         kb = KnowledgeBase.from_tables(tables)
     except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
+        if not validate_builtin and not problems:  # say which built-in row, with its file and line
+            return load_rules(extra_dirs, validate_builtin=True)
         problems.append(Diagnostic("rules/data", f"data tables: {exc}", kind="rules"))
     if problems:
         raise RuleLoadError(problems)
@@ -253,6 +266,8 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         return None, [Diagnostic(path, "invalid node file: nesting too deep", kind="nodes")]
     nodes: list[dict[str, Any]] = []
     dra: list[dict[str, Any]] = []  # ResourceSlices and DeviceClasses
+    # Where each DeviceClass (and ResourceSlice) written in the file is: (object, document index, pointer).
+    class_sources: list[tuple[dict[str, Any], int, str]] = []
     # Where each node came from: (document index, pointer of the Node or of the profile's pool, from a profile?).
     sources: list[tuple[int, str, bool]] = []
     errors: list[Diagnostic] = []
@@ -285,11 +300,13 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
                     sources.append((index, f"/items/{i}", False))
                 elif isinstance(n, dict) and n.get("kind", default) in ("ResourceSlice", "DeviceClass"):
                     dra.append({**n, "kind": n.get("kind", default)})
+                    class_sources.append((dra[-1], index, f"/items/{i}"))
         elif kind == "Node":
             nodes.append(doc)
             sources.append((index, "", False))
         elif kind in ("ResourceSlice", "DeviceClass"):
             dra.append(doc)
+            class_sources.append((doc, index, ""))
         else:
             errors.append(Diagnostic(path, f"expected Node, List of Nodes, ResourceSlice, DeviceClass or "
                                            f"ClusterProfile, found kind {kind!r}", kind="nodes"))
@@ -300,6 +317,11 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
     cluster = build_cluster(nodes, kb)
     if any(o.get("kind") == "ResourceSlice" for o in dra):
         cluster.dra = build_inventory(dra)
+    for obj, index, pointer in class_sources:
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+        if obj.get("kind") == "DeviceClass" and isinstance(name, str):
+            cluster.device_class_origins[name] = (obj.get("spec"), path,
+                                                  lines.line(index, f"{pointer}/metadata/name"))
     cluster.admission_plugins = frozenset(p for doc in docs if isinstance(doc, dict) and doc.get("kind") ==
                                           "ClusterProfile" for p in doc.get("admissionPlugins") or ())
     if all(from_profile for _i, _p, from_profile in sources):  # a hand-written cluster: silent about some labels

@@ -2,13 +2,14 @@
 immutable snapshot.
 
 ``StaticView`` reads files once. ``LiveView`` lists and watches Nodes, the CRL ConfigMaps in kube-public and, where
-the API server serves ``resource.k8s.io/v1``, ResourceSlices, DeviceClasses, ResourceClaimTemplates and
-ResourceClaims, and where KServe is installed its ServingRuntimes and ClusterServingRuntimes, with the real
-``kubernetes`` client, in background threads. It keeps resourceVersion bookkeeping,
-re-lists on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change builds a new
-snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch never
-blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied. A Node label
-or allocatable value that cannot be read (a garbage driver version) is logged and counted once, when it appears.
+the API server serves ``resource.k8s.io`` (v1, else v1beta2 or v1beta1: ``DRA_VERSIONS``), ResourceSlices,
+DeviceClasses, ResourceClaimTemplates and ResourceClaims, and where KServe is installed its ServingRuntimes and
+ClusterServingRuntimes, with the real ``kubernetes`` client, in background threads. It keeps resourceVersion
+bookkeeping, re-lists on 410 Gone, and reconnects with capped, jittered backoff when a watch drops. Every change
+builds a new snapshot that is swapped in atomically. The admission path only reads the current snapshot, so a watch
+never blocks a request. An invalid CRL ConfigMap is ignored whole, logged and counted, never half-applied. A Node
+label or allocatable value that cannot be read (a garbage driver version) is logged and counted once, when it
+appears.
 
 What the view promises the admission path:
 - no snapshot is published before *every* watched resource has completed its first list (``synced``); until
@@ -262,6 +263,38 @@ def _slim_spec(obj: dict[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}, "spec": obj.get("spec") or {}}
 
 
+# The versions of resource.k8s.io the view reads, newest first (the kubernetes client's Resource<V>Api): v1 (GA in
+# 1.34, the only one 1.36 serves by default), v1beta2 (1.33) and v1beta1 (1.32), whose shapes core.dra reads alike.
+DRA_VERSIONS = ("V1", "V1beta2", "V1beta1")
+
+
+class _FirstServed:
+    """One resource listed through several API versions, newest first: a list (or a probe) uses the first version
+    the API server serves (404: the next one; so an upgrade that adds v1, or one that stops serving a beta, is
+    followed at the next re-list), a watch the version of the last list (a resourceVersion is the storage's, the
+    same in every version). 404 from every version is the resource's 404."""
+
+    def __init__(self, listers: list[Callable[..., Any]]) -> None:
+        self.listers = listers
+        self.current = 0
+
+    def __call__(self, **kwargs: Any) -> Any:
+        if kwargs.get("watch"):
+            return self.listers[self.current](**kwargs)
+        from kubernetes.client.exceptions import ApiException
+
+        for i, lister in enumerate(self.listers):
+            try:
+                out = lister(**kwargs)
+            except ApiException as exc:
+                if exc.status != 404 or i == len(self.listers) - 1:
+                    raise
+                continue
+            self.current = i
+            return out
+        raise AssertionError("no lister")  # pragma: no cover - the loop returns or raises
+
+
 KSERVE_GROUP, KSERVE_VERSION = "serving.kserve.io", "v1alpha1"
 
 # An optional resource (the DRA API, KServe's runtimes) that the API server does not serve (404) or that the chart
@@ -489,13 +522,14 @@ class LiveView:
                                   self._dirty.set, restart("configmaps"), self._stop)
         self._watchers: tuple[_Watcher, ...] = (self.node_watch, self.crl_watch)
         self.dra_watches: tuple[_Watcher, ...] = ()
-        if dra:  # resource.k8s.io/v1 (Kubernetes >= 1.34): where it is not served, the view goes on without it
-            res = client.ResourceV1Api(api_client)
-            self.dra_watches = tuple(_Watcher(name, lister, {}, _slim_spec, self._dirty.set, restart(name), self._stop,
-                                              optional=True) for name, lister in (
-                ("resourceslices", res.list_resource_slice), ("deviceclasses", res.list_device_class),
-                ("resourceclaimtemplates", res.list_resource_claim_template_for_all_namespaces),
-                ("resourceclaims", res.list_resource_claim_for_all_namespaces)))
+        if dra:  # resource.k8s.io: where no version is served, the view goes on without it
+            apis = [getattr(client, f"Resource{v}Api")(api_client) for v in DRA_VERSIONS]
+            self.dra_watches = tuple(
+                _Watcher(name, _FirstServed([getattr(api, method) for api in apis]), {}, _slim_spec, self._dirty.set,
+                         restart(name), self._stop, optional=True) for name, method in (
+                    ("resourceslices", "list_resource_slice"), ("deviceclasses", "list_device_class"),
+                    ("resourceclaimtemplates", "list_resource_claim_template_for_all_namespaces"),
+                    ("resourceclaims", "list_resource_claim_for_all_namespaces")))
             self._watchers += self.dra_watches
         self._dra_cache: tuple[tuple[str, ...], Inventory, DraIndex] | None = None
         self.runtime_watches: tuple[_Watcher, ...] = ()

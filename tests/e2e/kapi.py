@@ -179,10 +179,12 @@ class KubeAPIServer:
     every object and resourceVersion) and starts a fresh kube-apiserver with an empty watch cache, as a
     control-plane upgrade or crash does."""
 
-    def __init__(self, binaries: Binaries, home: Path, admission_plugins: tuple[str, ...] = ()) -> None:
+    def __init__(self, binaries: Binaries, home: Path, admission_plugins: tuple[str, ...] = (),
+                 runtime_config: tuple[str, ...] = ()) -> None:
         self.bin = binaries
         self.home = home
         self.admission_plugins = admission_plugins  # enabled besides the two webhook plugins
+        self.runtime_config = runtime_config  # --runtime-config entries (API versions served besides the defaults)
         self.pki = home / "pki"
         self.logs = home / "logs"
         self.port = free_port()
@@ -242,7 +244,9 @@ class KubeAPIServer:
             f"--service-account-key-file={self.pki / 'sa.pub'}",
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none", "--allow-privileged=true",
-            "--profiling=false", "--v=1"], "kube-apiserver.log")
+            "--profiling=false", "--v=1",
+            *([f"--runtime-config={','.join(self.runtime_config)}"] if self.runtime_config else [])],
+            "kube-apiserver.log")
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:

@@ -73,6 +73,8 @@ def workload(kind: str, name: str, pod: dict[str, Any]) -> dict[str, Any]:
             "selector": {"matchLabels": {"app": name}}, "template": template}}
     if kind == "Job":
         return {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": name}, "spec": {"template": template}}
+    if kind == "PodTemplate":
+        return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, "template": template}
     return {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": name}, "spec": {
         "schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": template}}}}
 
@@ -105,7 +107,7 @@ WITH_CRL_DEFAULTS = {  # fixtures/crl-default-missing/fixed.optional.yaml
 
 def denied(kind: str, ns: str, name: str, findings: str = TOO_OLD) -> str:
     """kubectl's stderr when the chart's validating webhook for ``kind`` denies creating it."""
-    webhook = {"Pod": "pods", "CronJob": "cronjobs"}.get(kind, "workloads")  # the chart's groups
+    webhook = {"Pod": "pods", "CronJob": "cronjobs", "PodTemplate": "podtemplates"}.get(kind, "workloads")
     return (f'Error from server (Forbidden): error when creating "STDIN": admission webhook "{webhook}.validate.'
             f'compatcheck.io" denied the request: compatcheck denied {kind} {ns}/{name}:\n{findings}')
 
@@ -939,22 +941,22 @@ def test_a_webhook_down_refuses_gpu_objects_only(kapi: KubeAPIServer, chart: Ins
     assert kubectl_apply(kapi, ns, gpu_pod("gpu", CUDA12_2, nodeSelector={"pool": T4})).stdout == "pod/gpu created\n"
 
 
-@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+@pytest.mark.parametrize("kind", ["Pod", "Deployment", "CronJob", "PodTemplate"])
 def test_a_kai_gpu_fraction_pod_reaches_the_webhook_through_the_charts_cel(kapi: KubeAPIServer, chart: Install,
                                                                           kind: str) -> None:
-    """KAI Scheduler's GPU sharing: no container asks for nvidia.com/gpu, the gpu-fraction annotation does. The
-    real API server evaluates the chart's matchConditions and sends it; the rules see a GPU pod and deny."""
+    """KAI Scheduler's GPU sharing: no container asks for nvidia.com/gpu, the gpu-fraction annotation on the pod
+    template does (a CronJob's at spec.jobTemplate.spec.template.metadata, a PodTemplate's at template.metadata).
+    The real API server evaluates the chart's matchConditions and sends it; the rules see a GPU pod and deny."""
     ns = namespace(kapi.client(), "chart-kai")
     pod = gpu_pod("p", CUDA13, nodeSelector={"pool": T4}, schedulerName="kai-scheduler")
     del pod["spec"]["containers"][0]["resources"]
-    annotations = {"gpu-fraction": "0.5"}
     obj = workload(kind, "kai", pod)
-    if kind == "Pod":
-        obj["metadata"]["annotations"] = annotations
-    else:
-        obj["spec"]["template"]["metadata"]["annotations"] = annotations
+    meta = {"Pod": lambda o: o["metadata"], "CronJob": lambda o: o["spec"]["jobTemplate"]["spec"]["template"][
+        "metadata"], "PodTemplate": lambda o: o["template"]["metadata"]}.get(
+        kind, lambda o: o["spec"]["template"]["metadata"])(obj)
+    meta["annotations"] = {"gpu-fraction": "0.5"}
     out = kubectl_apply(kapi, ns, obj)
     assert (out.returncode, out.stdout, out.stderr) == (1, "", denied(kind, ns, "kai"))
-    del (obj["metadata"] if kind == "Pod" else obj["spec"]["template"]["metadata"])["annotations"]
+    del meta["annotations"]
     out = kubectl_apply(kapi, ns, obj, "--dry-run=server")  # no annotation, no GPU request: admitted
     assert out.returncode == 0, out.stderr

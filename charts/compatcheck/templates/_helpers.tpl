@@ -41,6 +41,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 (has({{ . }}.annotations) && ('gpu-fraction' in {{ . }}.annotations || 'gpu-memory' in {{ . }}.annotations))
 {{- end -}}
 
+{{/* A pod template (PodTemplateSpec) at the path of fields . under object (a list: spec, template): its pod spec
+asks for GPUs, or its metadata carries KAI's annotations. One definition for every built-in kind of the workload
+table (compatcheck/core/workloads.py) that has a CEL filter; tests/test_chart.py derives the objects from the table. */}}
+{{- define "compatcheck.celTemplate" -}}
+{{- $p := "object" -}}{{- $has := list -}}
+{{- range . -}}{{- $p = printf "%s.%s" $p . -}}{{- $has = append $has (printf "has(%s)" $p) -}}{{- end -}}
+{{ join " && " $has }} && ((has({{ $p }}.spec) && ({{ include "compatcheck.celPodSpec" (printf "%s.spec" $p) }})) || (has({{ $p }}.metadata) && {{ include "compatcheck.celKai" (printf "%s.metadata" $p) }}))
+{{- end -}}
+
 {{/* The groups of objects the webhooks see: rules plus the CEL that narrows them to GPU objects. */}}
 {{- define "compatcheck.groups" -}}
 - name: pods
@@ -52,19 +61,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
     - {apiGroups: [apps], apiVersions: ["v1"], resources: [deployments, statefulsets, daemonsets, replicasets]}
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [jobs]}
     - {apiGroups: [""], apiVersions: ["v1"], resources: [replicationcontrollers]}
-  cel: {{ printf "has(object.spec.template) && ((has(object.spec.template.spec) && (%s)) || (has(object.spec.template.metadata) && %s))" (include "compatcheck.celPodSpec" "object.spec.template.spec") (include "compatcheck.celKai" "object.spec.template.metadata") | quote }}
+  cel: {{ include "compatcheck.celTemplate" (list "spec" "template") | quote }}
 - name: cronjobs
   rules:
     - {apiGroups: [batch], apiVersions: ["v1"], resources: [cronjobs]}
-  cel: {{ printf "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) && has(object.spec.jobTemplate.spec.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.spec.jobTemplate.spec.template.spec") | quote }}
+  cel: {{ include "compatcheck.celTemplate" (list "spec" "jobTemplate" "spec" "template") | quote }}
 - name: podtemplates
   rules:
     - {apiGroups: [""], apiVersions: ["v1"], resources: [podtemplates]}
-  cel: {{ printf "has(object.template) && has(object.template.spec) && (%s)" (include "compatcheck.celPodSpec" "object.template.spec") | quote }}
+  cel: {{ include "compatcheck.celTemplate" (list "template") | quote }}
 {{- if .Values.clusterView.dra }}
 - name: resource-claims
   rules:
-    - {apiGroups: [resource.k8s.io], apiVersions: ["v1"], resources: [resourceclaims, resourceclaimtemplates]}
+    - {apiGroups: [resource.k8s.io], apiVersions: ["v1", "v1beta2", "v1beta1"], resources: [resourceclaims, resourceclaimtemplates]}
   cel: ""
 {{- end }}
 {{- if .Values.webhook.customResources }}

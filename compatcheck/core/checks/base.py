@@ -53,8 +53,11 @@ from compatcheck.core.dra import (
     ResolvedAlternative,
     constraint_reason,
     container_claim_requests,
+    device_resources,
     has_claims,
+    mig_profile,
     pinned_points,
+    pinned_profiles,
     pod_claims,
 )
 from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
@@ -67,6 +70,9 @@ from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
 from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
+
+# A DRA device class as the rules read it: (GFD labels, device-plugin resources it counts as).
+DraClassKey = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]
 
 
 class UnknownCheckType(LookupError):
@@ -116,7 +122,7 @@ class EvalContext:
     serving_runtimes: RuntimeIndex = field(default_factory=lambda: EMPTY_RUNTIMES)
     # What DRA selectors pin without an inventory, by selectors; the facts of DRA device label sets.
     dra_memo: dict[tuple[str, ...], tuple[list[NodeClass], bool]] = field(default_factory=dict, repr=False)
-    dra_facts: dict[tuple[tuple[str, str], ...], NodeFacts] = field(default_factory=dict, repr=False)
+    dra_facts: dict[DraClassKey, NodeFacts] = field(default_factory=dict, repr=False)
     # kube-apiserver admission plugins that change what a pod tolerates (config ``admissionPlugins``); a
     # ClusterProfile's own list (``Cluster.admission_plugins``) adds to it.
     admission_plugins: frozenset[str] = frozenset()
@@ -529,25 +535,27 @@ class PodAnalysis:
         cluster = self.ctx.cluster
         assert cluster is not None
         admitted = self._admitted_nodes if cluster.node_count else {}
-        groups: dict[tuple[tuple[str, str], ...], tuple[NodeClass, set[str]]] = {}
+        groups: dict[DraClassKey, tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
-            keys: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}  # device labels -> class key
+            keys: dict[DraClassKey, DraClassKey] = {}  # (device labels, resources) -> class key
             for d in outcome.devices:
                 if not d.labels:
                     continue
-                key = keys.get(d.labels)
+                # A MIG device is also the nvidia.com/mig-<profile> the device plugin would offer for it.
+                own = (d.labels, device_resources(d.input))
+                key = keys.get(own)
                 if key is None:
                     labels = dict(d.labels)
                     if request.sharing:
                         labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
-                    key = keys[d.labels] = tuple(sorted(labels.items()))
+                    key = keys[own] = (tuple(sorted(labels.items())), own[1])
                 found = groups.get(key)
                 host = admitted.get(d.node or "")
                 if found is None:
                     facts = self.ctx.dra_facts.get(key)
                     if facts is None:
-                        facts = self.ctx.dra_facts[key] = node_facts(dict(key), {}, self.ctx.kb)
-                    found = groups[key] = (NodeClass(dict(key), host[0].taints if host else (), facts), set())
+                        facts = self.ctx.dra_facts[key] = node_facts(dict(key[0]), dict(key[1]), self.ctx.kb)
+                    found = groups[key] = (NodeClass(dict(key[0]), host[0].taints if host else (), facts), set())
                 cls, names = found
                 where = host[1].name if host else d.where()
                 if where not in names:
@@ -584,6 +592,34 @@ class PodAnalysis:
             if outcome.unknown:
                 notes.append((r.pointer, f"{r.what}: {outcome.unknown}; not checked"))
         return notes
+
+    @once
+    def dra_offered_profiles(self) -> tuple[str, ...]:
+        """With an inventory: the MIG profiles of the NVIDIA MIG devices on the nodes the pod can land on."""
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.dra is None:
+            return ()
+        ok = self._device_node_ok()
+        return tuple(sorted({p for d in cluster.dra.devices if ok is None or ok(d)
+                             if (p := mig_profile(d.input)) is not None}))
+
+    @once
+    def dra_unoffered_profiles(self) -> list[tuple[PodRequest, tuple[str, ...], tuple[str, ...], bool]]:
+        """With an inventory, for each NVIDIA GPU request no device can serve whose selectors pin MIG profiles that
+        no MIG device in reach (on the nodes the pod can land on) is: (request, those profiles, the profiles
+        offered, whether every alternative of the request pins one of them). What mig-profile-unknown says, as of
+        nodes whose device plugin offers no nvidia.com/mig-<profile> of it; when every alternative pins one, the
+        profile is the cause and gpu-no-eligible-node leaves the request to it."""
+        offered = self.dra_offered_profiles
+        out = []
+        for r, outcome in self.dra_outcomes:
+            if outcome.devices or outcome.unknown:
+                continue
+            per_alt = [pinned_profiles(ra.selectors) - set(offered) for ra in r.alternatives]
+            missing = tuple(sorted(set().union(*per_alt)))
+            if missing:
+                out.append((r, missing, offered, all(per_alt)))
+        return out
 
     # ------------------------------------------------------------------ where can it run?
     @property

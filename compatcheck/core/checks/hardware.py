@@ -24,7 +24,7 @@ from compatcheck.core.checks.base import (
     no_params,
 )
 from compatcheck.core.cluster import NodeFacts
-from compatcheck.core.dra import container_claim_requests
+from compatcheck.core.dra import container_claim_requests, pinned_profiles, resource_profile
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -502,12 +502,14 @@ def _mig(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violati
             if ctx.cluster is not None:
                 # The placed classes when the pod's selectors admit some (gpu-no-eligible-node is then folded
                 # into this finding when the profile is the only thing missing); else the whole cluster, since a
-                # selector that admits no node is gpu-no-eligible-node's finding, not a MIG one.
-                classes = a.placement_classes or ctx.cluster.classes
+                # selector that admits no node is gpu-no-eligible-node's finding, not a MIG one. With ResourceSlices,
+                # the MIG devices a DeviceClass that maps the resource (extendedResourceName) can get offer it too.
+                classes = [*(a.placement_classes or ctx.cluster.classes), *a.dra_classes]
                 if any(cls.facts.resource(name) > 0 for cls in classes):
                     continue
                 kinds = sorted({n for cls in classes for n, _ in cls.facts.gpu_resources
-                                if n.startswith("nvidia.com/mig-")})
+                                if n.startswith("nvidia.com/mig-")} | {f"nvidia.com/mig-{p}"
+                                                                       for p in a.dra_offered_profiles})
                 have = f"nodes offer {', '.join(kinds)}" if kinds else "no node offers MIG devices"
                 where = "no node the pod can land on" if a.placement_classes else "no node of the cluster"
                 yield Violation(f"MIG profile {profile} is offered by {where} ({have}): the pod would stay Pending "
@@ -524,14 +526,24 @@ def _mig(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violati
     yield from _dra_mig(a, ctx)
 
 
-_DRA_PROFILE = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
-
-
 def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
     """A DRA request whose selectors pin a MIG ``profile`` (NVIDIA's driver publishes it on MIG devices) that the
-    GPUs they pin do not offer, or that no GPU offers. With ResourceSlices the allocator finds no device instead
-    (gpu-no-eligible-node says why)."""
-    if a.dra_inventory_known or not a.dra_gpu_requests:
+    GPUs they pin do not offer, or that no GPU offers; with ResourceSlices, that no MIG device in reach is (as a
+    nvidia.com/mig-<profile> no node offers)."""
+    if not a.dra_gpu_requests:
+        return
+    if a.dra_inventory_known:
+        assert ctx.cluster is not None
+        where = "on the nodes the pod can land on" if ctx.cluster.node_count else "of the ResourceSlices"
+        for r, missing, offered, _all in a.dra_unoffered_profiles:
+            if r.claim in a.dra_mapped:
+                continue  # an extended resource a DeviceClass maps: said of the resource itself above
+            users = [c.name for c in a.pod.containers if any(u is r for u in container_claim_requests(c.data, a.dra))]
+            have = f"they offer {', '.join(offered)}" if offered else "none is a MIG device"
+            for profile in missing:
+                yield Violation(f"{r.what} pins MIG profile {profile}, which no MIG device {where} is ({have}): no "
+                                "device can be allocated; the pod would stay Pending", r.pointer,
+                                users[0] if users else None)
         return
     kb = ctx.kb
     pinned: dict[int, list[str]] = {}
@@ -541,15 +553,16 @@ def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
     for r in a.dra_gpu_requests:
         users = [c.name for c in a.pod.containers if any(u is r for u in container_claim_requests(c.data, a.dra))]
         for ra in r.alternatives:
-            profiles = {m.group(1) or m.group(2) for s in ra.selectors for m in _DRA_PROFILE.finditer(s)}
+            profiles = pinned_profiles(ra.selectors)
             products = sorted(set(pinned.get(id(r), ())))
             for profile in sorted(profiles):
                 known = [kb.mig_profiles_for(p) for p in products]
+                table_name = resource_profile(profile)  # the driver writes 1g.10gb+me, the table 1g.10gb.me
                 if products and all(k is not None for k in known):
-                    if not any(profile in k for k in known if k is not None):
+                    if not any(table_name in k for k in known if k is not None):
                         yield Violation(f"{r.what} pins MIG profile {profile}, which {', '.join(products)} does not "
                                         "offer: no MIG device can match", r.pointer, users[0] if users else None)
-                elif profile not in kb.all_mig_profiles():
+                elif table_name not in kb.all_mig_profiles():
                     yield Violation(f"{r.what} pins MIG profile {profile}, which no GPU in the MIG table offers "
                                     f"(known: {', '.join(sorted(kb.all_mig_profiles())[:8])} ...)", r.pointer,
                                     users[0] if users else None)

@@ -23,6 +23,7 @@ from compatcheck.core.checks.base import (
     quantity_int,
 )
 from compatcheck.core.cluster import NodeClass, is_extended_resource, offers_resources, untolerated_taints
+from compatcheck.core.dra import container_claim_requests, has_claims, is_mig_request
 from compatcheck.core.jsonutil import Json, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops
@@ -123,13 +124,20 @@ register(PodCheck(
 def _sharing_modes(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for c, req in a.gpu_containers:
         modes = []
+        # A DRA claim that gets MIG devices is MIG as a nvidia.com/mig-* request is (MPS on it is the driver's own
+        # sharing config, MigDeviceConfig, so CUDA_MPS_* env beside it is no conflict).
+        dra_mig = [r for r in container_claim_requests(c.data, a.dra) if is_mig_request(r)] if has_claims(
+            a.pod.spec) else []
         if any(n.startswith("nvidia.com/mig-") for n in req):
             modes.append("MIG (nvidia.com/mig-*)")
+        elif dra_mig:
+            modes.append(f"MIG ({dra_mig[0].what})")
         if any(n.startswith("tencent.com/vcuda") for n in req):
             modes.append("GPU-Manager vGPU (tencent.com/vcuda-*)")
         if any(n in HAMI_RESOURCES for n in req):
             modes.append("HAMi (nvidia.com/gpumem/gpucores)")
-        if env_value(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") or env_value(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
+        if (env_value(c, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") or env_value(c, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")) and (
+                not dra_mig or modes[0] != f"MIG ({dra_mig[0].what})"):
             modes.append("MPS (CUDA_MPS_* env)")
         if len(modes) > 1 and (modes[0].startswith("MIG") or modes[0].startswith("GPU-Manager")):
             yield Violation(f"container mixes GPU sharing modes {' and '.join(modes)}; a GPU is either MIG-"
@@ -207,8 +215,10 @@ def _eligible_node(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
     cluster = ctx.cluster
     if cluster is None or not a.is_gpu_pod:
         return
+    by_profile = {id(r) for r, _missing, _offered, every in a.dra_unoffered_profiles if every}
     for r, outcome in a.dra_outcomes:
-        if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown:
+        # one cause, one finding: a MIG profile no device in reach is, in every alternative, is mig-profile-unknown's
+        if r.claim not in a.dra_mapped and not outcome.devices and not outcome.unknown and id(r) not in by_profile:
             yield Violation(f"no device can be allocated for claim {r.claim!r} ({r.what}): {outcome.reason}; the pod "
                             "would stay Pending", r.pointer)
     for claim, pointer, reason in a.dra_constraint_failures:
