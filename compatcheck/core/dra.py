@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from compatcheck.core.cel import CelError, CelUnsupported, DeviceInput, Semver, compile_selector, normalise_semver
@@ -716,6 +717,19 @@ class Allocation:
     unknown: str = ""  # compatcheck cannot tell (a selector its CEL evaluator cannot run)
     count: int | None = None  # how many of ``devices`` the alternative that can serve asks for (None: All)
 
+    places: tuple[Place, ...] | None = None  # ``placements``, when the allocator knows them already
+
+    @cached_property
+    def placements(self) -> tuple[Place, ...]:
+        """The distinct (labels, node, where) of ``devices``, in their order: what the rules read of them (the
+        devices of a node are mostly alike)."""
+        if self.places is not None:
+            return self.places
+        return tuple({(d.labels, d.node, d.where()): None for d in self.devices})
+
+
+Place = tuple[tuple[tuple[str, str], ...], str | None, str]  # a device's labels, node, and where() for messages
+
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -1012,6 +1026,19 @@ class _Search:
 
 
 @dataclass
+class _Shape:
+    """What one node offers a problem's requests: per request, per alternative, its candidate devices there and
+    whether (allocationMode All) it is blocked; the devices' kinds, and the signature (what the search sees)."""
+
+    alts: list[list[tuple[tuple[int, ...], bool]]]
+    consumption: dict[tuple[int, int], tuple[tuple[tuple[str, str], Fraction], ...]]
+    kinds: dict[int, int]
+    signature: tuple[Any, ...]
+    # (request, alternative, kinds) -> the devices it gets here, and their distinct places
+    picked: dict[Any, tuple[tuple[Device, ...], tuple[Place, ...]]] = field(default_factory=dict)
+
+
+@dataclass
 class _Solved:
     """What the search says of one node: "ok", "no", or "undecided" (over its budget); for "ok" the alternative
     each request gets (the first that works, in order) and the kinds of devices each can get in some allocation."""
@@ -1047,6 +1074,7 @@ class Allocator:
         self._has_selector = any(d.node is None and not d.all_nodes and d.node_selector is not None
                                  for d in devices)
         self._solved: dict[tuple[Any, ...], dict[Any, Any]] = {}
+        self._shapes: dict[tuple[Any, ...], dict[Any, _Shape | None]] = {}
         self._diagnosed: dict[tuple[Any, ...], Diagnosis] = {}
 
     # ------------------------------------------------------------------ selectors
@@ -1133,46 +1161,56 @@ class Allocator:
         return own + shared
 
     # ------------------------------------------------------------------ the search
-    def _node_problem(self, claims: Sequence[ClaimRequests], node: Node,
-                      labels: Callable[[str], Mapping[str, str]] | None) -> tuple[list[_Slot], dict[
-                          tuple[int, int], tuple[tuple[tuple[str, str], Fraction], ...]]] | None:
-        slots: list[_Slot] = []
+    def _shape(self, claims: Sequence[ClaimRequests], node: Node,
+               labels: Callable[[str], Mapping[str, str]] | None, table: dict[Any, _Shape | None]) -> _Shape | None:
+        """What one node offers the claims' alternatives (their counts aside): None when some request has no
+        candidate there."""
+        at = (node, tuple(sorted(labels(node).items())) if self._has_selector and labels is not None and
+              node is not None else ())
+        if at in table:
+            return table[at]
+        alts_of: list[list[tuple[tuple[int, ...], bool]]] = []
         consumption = {}
-        for c, claim in enumerate(claims):
+        found: _Shape | None = None
+        for claim in claims:
             for r in claim.requests:
                 alts = []
                 for ra in r.alternatives:
                     idx = self._index(ra)
-                    count = r.count_override if r.count_override is not None else ra.alt.count
                     error = idx.errors.get(node) if node is not None else None
                     if error is None:
                         error = next((e for e in [idx.errors.get(None)] if e is not None and
                                       self._reaches(e[0], node, labels)), None)
-                    if count is None:
-                        every = self._local(idx.every, node, labels)
-                        blocked = error is not None or len(every) != len(self._local(idx.usable, node, labels))
-                        cands = every
+                    if _count(r, ra) is None:
+                        cands = self._local(idx.every, node, labels)
+                        blocked = error is not None or len(cands) != len(self._local(idx.usable, node, labels))
                     else:
                         cands = () if error is not None else self._local(idx.usable, node, labels)
                         blocked = False
                     for d in cands:
                         if d in idx.consumption:
-                            consumption[(len(slots), d)] = idx.consumption[d]
-                    alts.append(_NodeAlt(count, cands, blocked, ra.alt.sub))
-                if not any(a.cands for a in alts):
+                            consumption[(len(alts_of), d)] = idx.consumption[d]
+                    alts.append((cands, blocked))
+                if not any(c for c, _b in alts):
+                    table[at] = None
                     return None
-                slots.append(_Slot(c, r.request, alts))
-        return slots, consumption
+                alts_of.append(alts)
+        kinds = self._kinds(alts_of, claims, consumption)
+        signature = tuple(tuple((blocked, tuple(sorted(kinds[d] for d in cands))) for cands, blocked in alts)
+                          for alts in alts_of)
+        found = _Shape(alts_of, consumption, kinds, signature)
+        table[at] = found
+        return found
 
-    def _kinds(self, slots: list[_Slot], claims: Sequence[ClaimRequests],
+    def _kinds(self, alts_of: list[list[tuple[tuple[int, ...], bool]]], claims: Sequence[ClaimRequests],
                consumption: dict[tuple[int, int], Any]) -> dict[int, int]:
         """Each candidate device's kind: devices of one kind are interchangeable in the search."""
         attributes = sorted({c.attribute for claim in claims for c in claim.constraints})
         members: dict[int, list[int]] = {}
         bit = 0
-        for slot in slots:
-            for alt in slot.alts:
-                for d in alt.cands:
+        for alts in alts_of:
+            for cands, _blocked in alts:
+                for d in cands:
                     members.setdefault(d, []).append(bit)
                 bit += 1
         kinds: dict[int, int] = {}
@@ -1186,32 +1224,33 @@ class Allocator:
             key: tuple[Any, ...] = (tuple(bits), tuple(values))
             if dev.shared:
                 key += (tuple(sorted((k, q) for ids in dev.input.capacity.values() for k, q in ids.items())),
-                        tuple(consumption.get((s, d)) for s in range(len(slots))))
+                        tuple(consumption.get((s, d)) for s in range(len(alts_of))))
             kinds[d] = table.setdefault(key, len(table))
         return kinds
 
+    @staticmethod
+    def _slots(claims: Sequence[ClaimRequests], shape: _Shape) -> list[_Slot]:
+        slots: list[_Slot] = []
+        for c, claim in enumerate(claims):
+            for r in claim.requests:
+                alts = shape.alts[len(slots)]
+                slots.append(_Slot(c, r.request, [_NodeAlt(_count(r, ra), cands, blocked, ra.alt.sub)
+                                                  for ra, (cands, blocked) in zip(r.alternatives, alts, strict=True)]))
+        return slots
+
     def _solve_node(self, claims: Sequence[ClaimRequests], node: Node,
                     labels: Callable[[str], Mapping[str, str]] | None, cache: dict[Any, Any],
-                    want_kinds: bool) -> tuple[_Solved, list[_Slot] | None, dict[int, int]]:
-        at = ("node", node, want_kinds, tuple(sorted(labels(node).items()))
-              if self._has_selector and labels is not None and node is not None else ())
-        known = cache.get(at)
-        if known is not None:
-            return known  # type: ignore[no-any-return]
-        built = self._node_problem(claims, node, labels)
-        if built is None:
-            out: tuple[_Solved, list[_Slot] | None, dict[int, int]] = (_Solved("no"), None, {})
-        else:
-            slots, consumption = built
-            kinds = self._kinds(slots, claims, consumption)
-            signature = (want_kinds, tuple(tuple((a.count, a.blocked, tuple(sorted(kinds[d] for d in a.cands)))
-                                                 for a in s.alts) for s in slots))
-            found = cache.get(signature)
-            if found is None:
-                found = cache[signature] = self._search(slots, claims, kinds, consumption, want_kinds)
-            out = (found, slots, kinds)
-        cache[at] = out
-        return out
+                    shapes: dict[Any, _Shape | None], counts: tuple[Any, ...],
+                    want_kinds: bool) -> tuple[_Solved, _Shape | None]:
+        shape = self._shape(claims, node, labels, shapes)
+        if shape is None:
+            return _Solved("no"), None
+        signature = (want_kinds, counts, shape.signature)
+        found = cache.get(signature)
+        if found is None:
+            found = cache[signature] = self._search(self._slots(claims, shape), claims, shape.kinds,
+                                                    shape.consumption, want_kinds)
+        return found, shape
 
     def _search(self, slots: list[_Slot], claims: Sequence[ClaimRequests], kinds: dict[int, int],
                 consumption: dict[tuple[int, int], Any], want_kinds: bool) -> _Solved:
@@ -1267,8 +1306,7 @@ class Allocator:
 
     def _solve(self, claims: Sequence[ClaimRequests], places: list[Node],
                labels: Callable[[str], Mapping[str, str]] | None, want_kinds: bool = False,
-               stop_at_first: bool = True) -> tuple[str, dict[Node, tuple[_Solved, list[_Slot] | None,
-                                                                          dict[int, int]]]]:
+               stop_at_first: bool = True) -> tuple[str, dict[Node, tuple[_Solved, _Shape | None]]]:
         """The search on every place: "ok" when some node can serve the claims, "undecided" when none can but
         some node was not decided, else "no"."""
         key = _problem_key(claims)
@@ -1277,10 +1315,17 @@ class Allocator:
             if len(self._solved) >= self.MAX_CACHED:
                 self._solved.clear()
             cache = self._solved[key] = {}
+        shape_key = _shape_key(claims)
+        shapes = self._shapes.get(shape_key)
+        if shapes is None:
+            if len(self._shapes) >= self.MAX_CACHED:
+                self._shapes.clear()
+            shapes = self._shapes[shape_key] = {}
+        counts = tuple(tuple(_count(r, ra) for ra in r.alternatives) for c in claims for r in c.requests)
         results = {}
         state = "no"
         for node in places:
-            solved = self._solve_node(claims, node, labels, cache, want_kinds)
+            solved = self._solve_node(claims, node, labels, cache, shapes, counts, want_kinds)
             if solved[0].state == "ok":
                 state = "ok"
                 results[node] = solved
@@ -1328,7 +1373,7 @@ class Allocator:
                 single = [replace(claim, requests=(r,))]
                 state, results = self._solve(single, places, labels, want_kinds=True, stop_at_first=False)
                 if state == "ok":
-                    outcomes[(c, r.request)] = self._allocation(results, 0)
+                    outcomes[(c, r.request)] = self._allocation(results, 0, r)
                 elif state == "undecided":
                     outcomes[(c, r.request)] = Allocation((), unknown=self._undecided())
                     alone_ok = False
@@ -1345,7 +1390,7 @@ class Allocator:
                 slot = 0
                 for c, claim in enumerate(kept):
                     for r in claim.requests:
-                        outcomes[(c, r.request)] = self._allocation(results, slot)
+                        outcomes[(c, r.request)] = self._allocation(results, slot, r)
                         slot += 1
         ordered = [(r, outcomes[(c, r.request)]) for c, claim in enumerate(claims) for r in claim.requests]
         return Diagnosis(tuple(ordered), tuple(failures))
@@ -1364,20 +1409,27 @@ class Allocator:
                 return f"{selected.unsupported}"
         return ""
 
-    def _allocation(self, results: dict[Node, tuple[_Solved, list[_Slot] | None, dict[int, int]]],
-                    slot: int) -> Allocation:
+    def _allocation(self, results: dict[Node, tuple[_Solved, _Shape | None]], slot: int,
+                    request: PodRequest) -> Allocation:
         """The devices request ``slot`` can get on the nodes where the search succeeded."""
         devices: list[Device] = []
-        count: int | None = None
-        first = True
-        for solved, slots, kinds in results.values():
-            assert slots is not None
-            alt = slots[slot].alts[solved.alternatives[slot]]
-            if first:
-                count, first = alt.count, False
+        places: list[Place] = []
+        chosen: int | None = None
+        for solved, shape in results.values():
+            assert shape is not None
+            alt = solved.alternatives[slot]
+            chosen = alt if chosen is None else chosen
             wanted = solved.kinds[slot]
-            devices.extend(self.devices[d] for d in alt.cands if kinds[d] in wanted)
-        return Allocation(tuple(devices), count=count)
+            key = (slot, alt, wanted)
+            picked = shape.picked.get(key)
+            if picked is None:
+                kinds = shape.kinds
+                mine = tuple(self.devices[d] for d in shape.alts[slot][alt][0] if kinds[d] in wanted)
+                picked = shape.picked[key] = (mine, tuple({(d.labels, d.node, d.where()): None for d in mine}))
+            devices.extend(picked[0])
+            places.extend(picked[1])
+        return Allocation(tuple(devices), count=_count(request, request.alternatives[chosen or 0]),
+                          places=tuple(dict.fromkeys(places)))
 
     def _together(self, claims: list[ClaimRequests], places: list[Node],
                   labels: Callable[[str], Mapping[str, str]] | None) -> list[Failure]:
@@ -1559,6 +1611,17 @@ class Allocator:
                 return (f"{have}, and none of the {len(in_class)} of DeviceClass {name} satisfies the selector "
                         f"{_short(' && '.join(ra.alt.selectors))}")
         return f"no device satisfies DeviceClass {name} ({have})"
+
+
+def _count(r: PodRequest, ra: ResolvedAlternative) -> int | None:
+    return r.count_override if r.count_override is not None else ra.alt.count
+
+
+def _shape_key(claims: Sequence[ClaimRequests]) -> tuple[Any, ...]:
+    """What decides a node's candidates for the claims and which of them the search can tell apart."""
+    return (tuple(tuple(tuple((ra.selectors, ra.alt.tolerations, ra.alt.capacity, _count(r, ra) is None)
+                              for ra in r.alternatives) for r in c.requests) for c in claims),
+            tuple(sorted({k.attribute for c in claims for k in c.constraints})))
 
 
 def _problem_key(claims: Sequence[ClaimRequests]) -> tuple[Any, ...]:

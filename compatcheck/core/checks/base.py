@@ -536,24 +536,24 @@ class PodAnalysis:
         groups: dict[tuple[tuple[str, str], ...], tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
             keys: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}  # device labels -> class key
-            for d in outcome.devices:
-                if not d.labels:
+            for device_labels, node, where in outcome.placements:
+                if not device_labels:
                     continue
-                key = keys.get(d.labels)
+                key = keys.get(device_labels)
                 if key is None:
-                    labels = dict(d.labels)
+                    labels = dict(device_labels)
                     if request.sharing:
                         labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
-                    key = keys[d.labels] = tuple(sorted(labels.items()))
+                    key = keys[device_labels] = tuple(sorted(labels.items()))
                 found = groups.get(key)
-                host = admitted.get(d.node or "")
+                host = admitted.get(node or "")
                 if found is None:
                     facts = self.ctx.dra_facts.get(key)
                     if facts is None:
                         facts = self.ctx.dra_facts[key] = node_facts(dict(key), {}, self.ctx.kb)
                     found = groups[key] = (NodeClass(dict(key), host[0].taints if host else (), facts), set())
                 cls, names = found
-                where = host[1].name if host else d.where()
+                where = host[1].name if host else where
                 if where not in names:
                     names.add(where)
                     cls.members.append(host[1] if host else NodeRecord(where, (), (), (), (), ()))
