@@ -1451,9 +1451,8 @@ class Allocator:
                 return [Failure("claims", claims[k].name, claims[k].pointer,
                                 f"claim {claims[k].name!r} together with claim{'s' if len(before) > 1 else ''} "
                                 f"{', '.join(map(repr, before))}",
-                                f"together they ask for {_devices(total)} on one node, and no node has that many "
-                                "devices that can serve them (a device goes to one claim unless it allows multiple "
-                                "allocations)")]
+                                f"together they ask for {_devices(total)} on one node, and no node has devices that "
+                                f"can serve them all ({ONE_EACH.format('claim')})")]
             if state == "undecided":
                 return []
         return out
@@ -1473,8 +1472,8 @@ class Allocator:
                 return Failure("overlap", claim.name, _request_pointer(reqs[j]),
                                f"request {reqs[j].request!r} together with request{'s' if len(before) > 1 else ''} "
                                f"{', '.join(map(repr, before))}",
-                               f"they ask for {_devices(total)} on one node, and no node has that many devices that "
-                               "can serve them (a device goes to one request unless it allows multiple allocations)")
+                               f"they ask for {_devices(total)} on one node, and no node has devices that can serve "
+                               f"them all ({ONE_EACH.format('request')})")
         for c in claim.constraints:
             if len([r for r in reqs if c.covers(r.request)]) < 2:
                 continue
@@ -1499,11 +1498,14 @@ class Allocator:
         for r in reqs:
             if not c.covers(r.request):
                 continue
-            ra = r.alternatives[0]
-            idx = self._index(ra)
-            devices = tuple(self.devices[i] for node in places for i in self._local(idx.usable, node, labels))
-            count = r.count_override if r.count_override is not None else ra.alt.count
-            served.append((tuple({id(d): d for d in devices}.values()), count if count is not None else len(devices)))
+            options = []  # the alternatives the constraint applies to: the one asking for the fewest devices
+            for ra in [a for a in r.alternatives if c.applies(r.request, a.alt.sub)] or list(r.alternatives):
+                idx = self._index(ra)
+                mine = tuple({i: None for node in places for i in self._local(idx.usable, node, labels)})
+                count = _count(r, ra)
+                options.append((count if count is not None else len(mine), tuple(self.devices[i] for i in mine)))
+            count, devices = min(options, key=lambda o: o[0])
+            served.append((devices, count))
         reason = constraint_reason(c, served)
         if reason is not None:
             return reason
@@ -1554,8 +1556,8 @@ class Allocator:
         if not usable:
             shown = sorted({str(t) for i in tainted for t in _untolerated(self.devices[i], ra.alt.tolerations)})
             return (f"the {len(tainted)} matching device{'s are' if len(tainted) != 1 else ' is'} tainted "
-                    f"({', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''}) and the request tolerates "
-                    f"{'none of them' if len(shown) > 1 else 'it not'}")
+                    f"({', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''}) and the request "
+                    f"{'tolerates none of these taints' if len(shown) > 1 else 'does not tolerate that taint'}")
         assert count is not None
         chosen = [self.devices[i] for i in usable]
         match = tuple(c.attribute for c in mine if c.kind == "matchAttribute")
@@ -1588,8 +1590,9 @@ class Allocator:
         asked = ", ".join(f"{name}: {_quantity_text(q)}" for name, q in ra.alt.capacity)
         why = sorted({idx.no_capacity[i] for i in matching})
         more = " ..." if len(why) > 3 else ""
-        return (f"it asks for capacity {asked} and none of the {len(matching)} matching device"
-                f"{'s' if len(matching) != 1 else ''} can give it ({'; '.join(why[:3])}{more})")
+        which = (f"none of the {len(matching)} matching devices can" if len(matching) != 1 else
+                 "the 1 matching device cannot")
+        return f"it asks for capacity {asked} and {which} give it ({'; '.join(why[:3])}{more})"
 
     def _none_reason(self, ra: ResolvedAlternative, placed: list[int]) -> str:
         cls = ra.device_class
@@ -1629,6 +1632,10 @@ def _problem_key(claims: Sequence[ClaimRequests]) -> tuple[Any, ...]:
                                                               ra.alt.tolerations, ra.alt.capacity)
                                                              for ra in r.alternatives)) for r in c.requests),
                   tuple((k.kind, k.attribute, k.names) for k in c.constraints)) for c in claims)
+
+
+ONE_EACH = ("a device goes to one {0}, or, if it allows multiple allocations, to as many as its capacity lasts "
+            "for")
 
 
 def _request_pointer(r: PodRequest) -> str:

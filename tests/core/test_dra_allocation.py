@@ -1,0 +1,461 @@
+"""core/dra.py's Allocator decides what the scheduler's structured allocator (k8s.io/dynamic-resource-allocation/
+structured) decides: full device-to-request matching per node with backtracking, constraints as constraint.go
+checks them, allocationMode All, device taints and request tolerations, consumable capacity. Small hand-written
+inventories; every outcome exact (pointer and message of each finding, or the devices a request gets)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from compatcheck.core import checks
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.cluster import build_cluster
+from compatcheck.core.crl import CrlIndex
+from compatcheck.core.dra import (
+    Allocator,
+    CapacityPolicy,
+    ClaimRequests,
+    DeviceClassInfo,
+    DeviceTaint,
+    DeviceToleration,
+    PodRequest,
+    ResolvedAlternative,
+    _node_selector_matches,
+    build_index,
+    build_inventory,
+    read_claim_spec,
+    read_constraints,
+    read_slice,
+)
+from compatcheck.core.engine import evaluate
+from compatcheck.core.model import Severity
+from compatcheck.core.rules import Rule
+from tests.core.tables import make_kb
+
+NV = "gpu.nvidia.com"
+A100, T4 = "NVIDIA A100-SXM4-80GB", "Tesla T4"
+GI = 2**30
+
+
+def dev(name: str, product: str = A100, *, taints: list[dict[str, str]] | None = None, shared: bool = False,
+        capacity: dict[str, Any] | None = None, **attributes: dict[str, Any]) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": name, "attributes": {"type": {"string": "gpu"}, "productName": {"string": product},
+                                                      **attributes},
+                         "capacity": capacity or {"memory": {"value": "80Gi"}}}
+    if taints is not None:
+        d["taints"] = taints
+    if shared:
+        d["allowMultipleAllocations"] = True
+    return d
+
+
+def rslice(node: str | None, *devices: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    where = {"nodeName": node} if node is not None else spec
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-s"},
+            "spec": {"driver": NV, **where, "pool": {"name": node or "shared", "generation": 1,
+                                                     "resourceSliceCount": 1}, "devices": list(devices)}}
+
+
+def req(name: str, count: int = 1, *selectors: str, **exactly: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"deviceClassName": NV, "count": count, **exactly}
+    if selectors:
+        body["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"name": name, "exactly": body}
+
+
+def claim(*requests: dict[str, Any], constraints: list[dict[str, Any]] | None = None,
+          name: str = "c") -> dict[str, Any]:
+    devices: dict[str, Any] = {"requests": list(requests)}
+    if constraints is not None:
+        devices["constraints"] = constraints
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"devices": devices}}
+
+
+def findings(check: str, obj: dict[str, Any], slices: list[dict[str, Any]],
+             extra: tuple[dict[str, Any], ...] = (), node_labels: dict[str, dict[str, str]] | None = None
+             ) -> list[tuple[str, str]]:
+    kb = make_kb()
+    names = node_labels or {s["spec"]["nodeName"]: {} for s in slices if "nodeName" in s["spec"]}
+    cluster = build_cluster([{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n, **labels}},
+                              "status": {"allocatable": {"cpu": "8"}}} for n, labels in names.items()], kb)
+    cluster.dra = build_inventory(slices)
+    ctx = EvalContext(kb, cluster, CrlIndex(), dra=build_index([obj, *extra]))
+    rule = Rule("r", "s", Severity.ERROR, checks.get(check), {}, "why", "how", (), "test")
+    result = evaluate(obj, [rule], ctx)
+    assert result.problems == []
+    return [(f.pointer, f.message) for f in result.findings]
+
+
+def unsatisfiable(pointer: str, message: str) -> list[tuple[str, str]]:
+    return [(pointer, message)]
+
+
+def alone(request: str, reason: str, index: int = 0) -> list[tuple[str, str]]:
+    return [(f"/spec/devices/requests/{index}",
+             f"request {request!r}: no device of the cluster can serve it: {reason}")]
+
+
+ONE_EACH = "a device goes to one request, or, if it allows multiple allocations, to as many as its capacity lasts for"
+T4_ONLY = f"device.attributes['{NV}'].productName == '{T4}'"
+NO_SCHEDULE = {"key": "example.com/maintenance", "value": "fw", "effect": "NoSchedule"}
+PAIR = [rslice("n0", dev("gpu-0"), dev("gpu-1", T4))]
+ONE = [rslice("n0", dev("gpu-0"))]
+
+
+def overlap(index: int, request: str, before: str, total: int) -> list[tuple[str, str]]:
+    return [(f"/spec/devices/requests/{index}",
+             f"request {request!r} together with {before}: no devices of the cluster can serve them together: they "
+             f"ask for {total} devices on one node, and no node has devices that can serve them all ({ONE_EACH})")]
+
+
+CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str]]]] = [
+    # Overlapping candidates: two requests that can both take the node's one GPU.
+    ("overlap", claim(req("a"), req("b")), ONE, overlap(1, "b", "request 'a'", 2)),
+    ("overlap-two-gpus", claim(req("a"), req("b")), PAIR, []),
+    # A first request that could take the T4 the second needs: the search backtracks.
+    ("backtrack", claim(req("any"), req("t4", 1, T4_ONLY)), PAIR, []),
+    ("both-want-the-t4", claim(req("t4", 1, T4_ONLY), req("also", 1, T4_ONLY)), PAIR,
+     overlap(1, "also", "request 't4'", 2)),
+    ("three-requests", claim(req("a"), req("b"), req("c")), PAIR, overlap(2, "c", "requests 'a', 'b'", 3)),
+    ("counts-overlap", claim(req("a", 2), req("b")), PAIR, overlap(1, "b", "request 'a'", 3)),
+    # allocationMode All under a constraint: every matching device must meet it.
+    ("all-match-differs", claim(req("a", allocationMode="All"), constraints=[{"matchAttribute": f"{NV}/productName"}]),
+     PAIR, alone("a", f"allocationMode All takes all 2 matching devices on n0, and they do not all share "
+                      f"{NV}/productName")),
+    ("all-match-same", claim(req("a", allocationMode="All"), constraints=[{"matchAttribute": f"{NV}/productName"}]),
+     [rslice("n0", dev("gpu-0"), dev("gpu-1"))], []),
+    ("all-distinct-same", claim(req("a", allocationMode="All"),
+                                constraints=[{"distinctAttribute": f"{NV}/productName"}]),
+     [rslice("n0", dev("gpu-0"), dev("gpu-1"))],
+     alone("a", f"allocationMode All takes all 2 matching devices on n0, and they do not all have distinct "
+                f"{NV}/productName")),
+    ("all-missing-attribute", claim(req("a", allocationMode="All"),
+                                    constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+     ONE, alone("a", "allocationMode All takes all 1 matching devices on n0, and they do not all share "
+                     "resource.kubernetes.io/pcieRoot")),
+    # All with no matching device on a node: that node cannot serve it; another with one can.
+    ("all-one-node-has-none", claim(req("a", 1, T4_ONLY, allocationMode="All")),
+     [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0", T4))], []),
+    ("all-no-node-has-one", claim(req("a", 1, T4_ONLY, allocationMode="All")), ONE,
+     alone("a", f"1 {NV} device in reach: NVIDIA-A100-SXM4-80GB, and none of the 1 of DeviceClass {NV} satisfies "
+                f"the selector \"{T4_ONLY}\"")),
+    # All takes a tainted device too: the request must tolerate it.
+    ("all-tainted", claim(req("a", allocationMode="All")), [rslice("n0", dev("gpu-0"), dev("gpu-1", taints=[
+        NO_SCHEDULE]))], alone("a", "allocationMode All takes every matching device, and device gpu-1 (n0) has the "
+                                    "taint example.com/maintenance=fw:NoSchedule, which the request does not tolerate")),
+    ("all-tainted-tolerated", claim(req("a", allocationMode="All", tolerations=[
+        {"key": "example.com/maintenance", "operator": "Exists"}])), [rslice("n0", dev("gpu-0"), dev(
+            "gpu-1", taints=[NO_SCHEDULE]))], []),
+    # Device taints and request tolerations.
+    ("tainted", claim(req("a")), [rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE]))],
+     alone("a", "the 1 matching device is tainted (example.com/maintenance=fw:NoSchedule) and the request does "
+                "not tolerate that taint")),
+    ("tainted-two-taints", claim(req("a")), [rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE]), dev("gpu-1", taints=[
+        {"key": "k", "effect": "NoExecute"}]))],
+     alone("a", "the 2 matching devices are tainted (example.com/maintenance=fw:NoSchedule, k:NoExecute) and the "
+                "request tolerates none of these taints")),
+    ("taint-effect-none", claim(req("a")), [rslice("n0", dev("gpu-0", taints=[{"key": "k", "effect": "None"}]))], []),
+    ("tolerated-equal", claim(req("a", tolerations=[{"key": "example.com/maintenance", "value": "fw"}])),
+     [rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE]))], []),
+    ("tolerated-other-value", claim(req("a", tolerations=[
+        {"key": "example.com/maintenance", "operator": "Equal", "value": "bios"}])),
+     [rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE]))],
+     alone("a", "the 1 matching device is tainted (example.com/maintenance=fw:NoSchedule) and the request does "
+                "not tolerate that taint")),
+    ("one-of-two-tainted", claim(req("a", 2)), [rslice("n0", dev("gpu-0"), dev("gpu-1", taints=[NO_SCHEDULE]))],
+     alone("a", "it asks for 2 devices on one node and at most 1 matches on any node (1 more is tainted and not "
+                "tolerated)")),
+    # Consumable capacity.
+    ("capacity-too-much", claim(req("a", capacity={"requests": {"memory": "100Gi"}})), ONE,
+     alone("a", "it asks for capacity memory: 100Gi and the 1 matching device cannot give it (gpu-0 has 80Gi of "
+                "memory)")),
+    ("capacity-unpublished", claim(req("a", capacity={"requests": {"example.com/bandwidth": "1"}})), ONE,
+     alone("a", "it asks for capacity example.com/bandwidth: 1 and the 1 matching device cannot give it (gpu-0 "
+                "publishes no capacity example.com/bandwidth)")),
+    ("capacity-qualified-name", claim(req("a", capacity={"requests": {f"{NV}/memory": "40Gi"}})), ONE, []),
+    ("capacity-shared-twice", claim(req("a", capacity={"requests": {"memory": "40Gi"}}),
+                                    req("b", capacity={"requests": {"memory": "40Gi"}})),
+     [rslice("n0", dev("gpu-0", shared=True))], []),
+    ("capacity-shared-thrice", claim(req("a", capacity={"requests": {"memory": "40Gi"}}),
+                                     req("b", capacity={"requests": {"memory": "40Gi"}}),
+                                     req("c", capacity={"requests": {"memory": "1"}})),
+     [rslice("n0", dev("gpu-0", shared=True))], overlap(2, "c", "requests 'a', 'b'", 3)),
+    # Not shared: one request takes the device whole, whatever capacity it asks for.
+    ("capacity-exclusive-twice", claim(req("a", capacity={"requests": {"memory": "40Gi"}}),
+                                       req("b", capacity={"requests": {"memory": "40Gi"}})), ONE,
+     overlap(1, "b", "request 'a'", 2)),
+    ("capacity-valid-values", claim(req("a", capacity={"requests": {"memory": "30Gi"}})), [rslice("n0", dev(
+        "gpu-0", shared=True, capacity={"memory": {"value": "80Gi", "requestPolicy": {
+            "validValues": ["10Gi", "20Gi"]}}}))],
+     alone("a", "it asks for capacity memory: 30Gi and the 1 matching device cannot give it (the requestPolicy of "
+                "gpu-0's memory does not allow 30Gi)")),
+    # 30Gi rounds up to 40Gi (min 10Gi, step 10Gi... no: step 15Gi from 10Gi: 10, 25, 40): two fit in 80Gi, three not.
+    ("capacity-rounded-up", claim(*(req(n, capacity={"requests": {"memory": "30Gi"}}) for n in "abc")), [rslice(
+        "n0", dev("gpu-0", shared=True, capacity={"memory": {"value": "80Gi", "requestPolicy": {
+            "validRange": {"min": "10Gi", "step": "15Gi"}}}}))], overlap(2, "c", "requests 'a', 'b'", 3)),
+    # firstAvailable: the first subrequest that can be allocated.
+    ("first-available-falls-back", claim({"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": NV, "count": 2}, {"name": "small", "deviceClassName": NV}]}), ONE, []),
+    ("first-available-none", claim({"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": NV, "count": 3}, {"name": "two", "deviceClassName": NV, "count": 2}]}),
+     ONE, alone("g", "it asks for 3 devices on one node and at most 1 matches on any node; or it asks for 2 devices "
+                     "on one node and at most 1 matches on any node")),
+    # A constraint naming one subrequest applies to it only.
+    ("subrequest-constraint", claim({"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": NV, "count": 2}, {"name": "small", "deviceClassName": NV}]}, req("o"),
+        constraints=[{"requests": ["g/small", "o"], "matchAttribute": f"{NV}/productName"}]), PAIR,
+     [("/spec/devices/constraints/0", f"matchAttribute {NV}/productName over requests 'g', 'o': no devices of the "
+                                      f"cluster can serve them together: they ask for 2 devices with the same "
+                                      f"{NV}/productName on one node and no node has them")]),
+    ("subrequest-constraint-unused", claim({"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": NV, "count": 2}, {"name": "small", "deviceClassName": NV}]}, req("o"),
+        constraints=[{"requests": ["g/big", "o"], "matchAttribute": f"{NV}/productName"}]), PAIR, []),
+    # distinctAttribute as constraint.go checks it: a value of another type ends the check (distinct), so
+    # string "1", int 1, int 1 in that order are allocated together; int 1, int 1, string "1" are not.
+    ("distinct-types-first", claim(req("a", 3), constraints=[{"distinctAttribute": f"{NV}/index"}]), [rslice(
+        "n0", dev("d0", index={"string": "1"}), dev("d1", index={"int": 1}), dev("d2", index={"int": 1}))], []),
+    ("distinct-types-last", claim(req("a", 3), constraints=[{"distinctAttribute": f"{NV}/index"}]), [rslice(
+        "n0", dev("d0", index={"int": 1}), dev("d1", index={"int": 1}), dev("d2", index={"string": "1"}))],
+     alone("a", f"it asks for 3 devices with distinct {NV}/index on one node and at most 2 distinct values are on "
+                "any node")),
+    # matchAttribute over two requests whose devices overlap: each alone is fine, the constraint needs two devices
+    # with one root and the node has one per root.
+    ("match-across", claim(req("a"), req("b"), constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+     [rslice("n0", dev("gpu-0", **{"resource.kubernetes.io/pcieRoot": {"string": "pci0"}}),
+             dev("gpu-1", **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}))],
+     [("/spec/devices/constraints/0", "matchAttribute resource.kubernetes.io/pcieRoot over requests 'a', 'b': no "
+                                      "devices of the cluster can serve them together: they ask for 2 devices with "
+                                      "the same resource.kubernetes.io/pcieRoot on one node and no node has them")]),
+    ("match-across-ok", claim(req("a"), req("b"), constraints=[
+        {"matchAttribute": "resource.kubernetes.io/pcieRoot"}]),
+     [rslice("n0", dev("gpu-0", **{"resource.kubernetes.io/pcieRoot": {"string": "pci0"}}),
+             dev("gpu-1", **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}),
+             dev("gpu-2", **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}))], []),
+    # Devices on two nodes never combine.
+    ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
+     overlap(1, "b", "request 'a'", 2)),
+    # A slice for all nodes serves every node, beside the node's own.
+    ("all-nodes-slice", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice(None, dev("x-0"),
+                                                                                         allNodes=True)], []),
+]
+
+
+@pytest.mark.parametrize(("case", "obj", "slices", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_claims_are_decided_as_the_allocator_decides(case: str, obj: dict[str, Any], slices: list[dict[str, Any]],
+                                                     expected: list[tuple[str, str]]) -> None:
+    assert findings("dra-claim", obj, slices) == expected
+
+
+def pod_of(*claims: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {
+        "resourceClaims": [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)],
+        "containers": [{"name": "x", "image": "nvidia/cuda:12.4.1-base", "resources": {
+            "claims": [{"name": f"c{i}"} for i in range(len(claims))]}}]}}
+
+
+def test_a_pods_claims_are_allocated_together() -> None:
+    """Two claims of one pod that each get the node's one GPU alone: not together (a device goes to one claim)."""
+    a, b = claim(req("g"), name="a"), claim(req("g"), name="b")
+    assert findings("eligible-node", pod_of("a", "b"), ONE, (a, b)) == [(
+        "/spec/resourceClaims/1", f"no devices can be allocated for claim 'c1' (claim 'c1' together with claim 'c0': "
+                                  f"together they ask for 2 devices on one node, and no node has devices that can "
+                                  f"serve them all ({ONE_EACH.replace('request', 'claim')})); the pod would stay "
+                                  "Pending")]
+    assert findings("eligible-node", pod_of("a", "b"), PAIR, (a, b)) == []
+    shared = [rslice("n0", dev("gpu-0", shared=True))]
+    half = claim(req("g", capacity={"requests": {"memory": "40Gi"}}), name="a")
+    other = claim(req("g", capacity={"requests": {"memory": "40Gi"}}), name="b")
+    assert findings("eligible-node", pod_of("a", "b"), shared, (half, other)) == []
+
+
+def test_a_pods_claim_request_left_without_devices_and_its_taint_reason() -> None:
+    overlapping = claim(req("a"), req("b"), name="a")
+    assert findings("eligible-node", pod_of("a"), ONE, (overlapping,)) == [(
+        "/spec/resourceClaims/0", f"no devices can be allocated for claim 'c0' (ResourceClaim ns/a: request 'b' "
+                                  f"together with request 'a': they ask for 2 devices on one node, and no node has "
+                                  f"devices that can serve them all ({ONE_EACH})); the pod would stay Pending")]
+    tainted = claim(req("g"), name="a")
+    assert findings("eligible-node", pod_of("a"), [rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE]))], (tainted,)) == [(
+        "/spec/resourceClaims/0", "no device can be allocated for claim 'c0' (ResourceClaim ns/a request 'g'): the 1 "
+                                  "matching device is tainted (example.com/maintenance=fw:NoSchedule) and the request "
+                                  "does not tolerate that taint; the pod would stay Pending")]
+
+
+def test_a_slice_with_a_node_selector_serves_the_nodes_it_selects() -> None:
+    """Two requests, each node has one GPU of its own, and a shared slice whose nodeSelector picks n1 only."""
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    slices = [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0")), rslice(None, dev("x-0"), nodeSelector=selector)]
+    two = claim(req("a"), req("b"), name="a")
+    labels = {"n0": {"rack": "r0"}, "n1": {"rack": "r1"}}
+    assert findings("eligible-node", pod_of("a"), slices, (two,), labels) == []
+    only_n0 = {**pod_of("a"), "spec": {**pod_of("a")["spec"], "nodeSelector": {"rack": "r0"}}}
+    assert [p for p, _m in findings("eligible-node", only_n0, slices, (two,), labels)] == ["/spec/resourceClaims/0"]
+
+
+@pytest.mark.parametrize(("selector", "name", "labels", "expected"), [
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]}]}, "n",
+     {"a": "2"}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}]}, "n",
+     {"a": "2"}, False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}]}, "n",
+     {}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}]}, "n",
+     {"a": "1"}, False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}, "n", {"a": ""}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}]}, "n", {"a": ""},
+     False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["3"]}]}]}, "n",
+     {"a": "4"}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["4"]}]}]}, "n",
+     {"a": "4"}, False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Lt", "values": ["5"]}]}]}, "n",
+     {"a": "4"}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Lt", "values": ["x"]}]}]}, "n",
+     {"a": "4"}, False),
+    ({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}]}, "n",
+     {}, True),
+    ({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["m"]}]},
+                            {"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}, "n", {"a": "1"}, True),
+    ({"nodeSelectorTerms": []}, "n", {}, False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Bogus"}]}]}, "n", {"a": "1"}, False),
+])
+def test_node_selectors_of_slices(selector: dict[str, Any], name: str, labels: dict[str, str], expected: bool) -> None:
+    assert _node_selector_matches(selector, name, labels) is expected
+
+
+TAINT = DeviceTaint("k", "v", "NoSchedule")
+
+
+@pytest.mark.parametrize(("toleration", "tolerated"), [
+    (DeviceToleration("k", "Exists"), True),
+    (DeviceToleration("k", "Equal", "v"), True),
+    (DeviceToleration("k", "", "v"), True),  # no operator is Equal
+    (DeviceToleration("k", "Equal", "w"), False),
+    (DeviceToleration("other", "Exists"), False),
+    (DeviceToleration("", "Exists"), True),  # an empty key with Exists tolerates every taint
+    (DeviceToleration("", "Equal", "v"), True),  # an empty key matches every key; the value still counts
+    (DeviceToleration("k", "Exists", effect="NoSchedule"), True),
+    (DeviceToleration("k", "Exists", effect="NoExecute"), False),
+    (DeviceToleration("k", "Bogus", "v"), False),
+])
+def test_tolerations_match_device_taints_as_kubernetes_does(toleration: DeviceToleration, tolerated: bool) -> None:
+    assert toleration.tolerates(TAINT) is tolerated
+
+
+@pytest.mark.parametrize(("effect", "prevents"), [("NoSchedule", True), ("NoExecute", True), ("None", False),
+                                                  ("Other", False)])
+def test_only_noschedule_and_noexecute_keep_a_request_off(effect: str, prevents: bool) -> None:
+    assert DeviceTaint("k", "", effect).prevents_allocation is prevents
+    assert str(DeviceTaint("k", "", effect)) == f"k:{effect}"
+
+
+G = Fraction(GI)
+
+
+@pytest.mark.parametrize(("policy", "requested", "consumed", "violated"), [
+    (CapacityPolicy(), None, 80 * G, False),  # nothing asked, no policy: the whole capacity
+    (CapacityPolicy(default=G), None, G, False),
+    (CapacityPolicy(), 3 * G, 3 * G, False),
+    (CapacityPolicy(valid_values=(10 * G, 20 * G)), 15 * G, 20 * G, False),  # rounded up to the next valid value
+    (CapacityPolicy(valid_values=(10 * G, 20 * G)), 30 * G, 30 * G, True),  # above the largest: as asked, refused
+    (CapacityPolicy(has_range=True, minimum=10 * G, step=15 * G), 30 * G, 40 * G, False),
+    (CapacityPolicy(has_range=True, minimum=10 * G, step=15 * G), 5 * G, 10 * G, False),  # below min: min
+    (CapacityPolicy(has_range=True, minimum=10 * G, step=15 * G), 25 * G, 25 * G, False),  # on a step
+    (CapacityPolicy(has_range=True, minimum=10 * G), 33 * G, 33 * G, False),  # no step: as asked
+    (CapacityPolicy(has_range=True, minimum=10 * G, maximum=40 * G, step=10 * G), 45 * G, 50 * G, True),
+    (CapacityPolicy(has_range=True, minimum=10 * G, maximum=40 * G, step=10 * G), 40 * G, 40 * G, False),
+    (CapacityPolicy(default=5 * G, has_range=True, minimum=10 * G, maximum=40 * G), None, 5 * G, False),
+])
+def test_capacity_request_policies(policy: CapacityPolicy, requested: Fraction | None, consumed: Fraction,
+                                   violated: bool) -> None:
+    assert policy.consumed(requested, 80 * G) == consumed
+    assert policy.violated_by(consumed) is violated
+
+
+def test_slices_read_taints_and_request_policies() -> None:
+    (device,) = read_slice(rslice("n0", dev("gpu-0", taints=[NO_SCHEDULE, {"key": "x"}], shared=True, capacity={
+        "memory": {"value": "80Gi", "requestPolicy": {"default": "1Gi", "validRange": {
+            "min": "1Gi", "max": "40Gi", "step": "1Gi"}}},
+        "cores": {"value": "8", "requestPolicy": {"validValues": ["1", "2", "bogus"]}}, "plain": {"value": "1"}})))
+    assert device.taints == (DeviceTaint("example.com/maintenance", "fw", "NoSchedule"),)  # no effect: not read
+    assert device.shared is True
+    assert dict(device.policies) == {
+        (NV, "memory"): CapacityPolicy(G, (), True, G, 40 * G, G),
+        (NV, "cores"): CapacityPolicy(None, (Fraction(1), Fraction(2)))}
+
+
+def test_requests_read_tolerations_capacity_and_constraints_the_subrequests_they_name() -> None:
+    spec = {"devices": {"requests": [
+        req("a", tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}, {"value": "v"}],
+            capacity={"requests": {"memory": "40Gi", "bad": "x"}}),
+        {"name": "g", "firstAvailable": [{"name": "s", "deviceClassName": NV, "tolerations": [{"key": "k"}]}]}],
+        "constraints": [{"requests": ["g/s"], "matchAttribute": "x/y"}]}}
+    (a, g), _sharing = read_claim_spec(spec, "/spec")
+    assert a.alternatives[0].tolerations == (DeviceToleration("k", "Exists", "", "NoSchedule"),
+                                             DeviceToleration("", "Equal", "v", ""))
+    assert a.alternatives[0].capacity == (("memory", 40 * G),)
+    assert (a.alternatives[0].sub, g.alternatives[0].sub) == ("", "s")
+    assert g.alternatives[0].tolerations == (DeviceToleration("k"),)
+    (c,) = read_constraints(spec, "/spec")
+    assert (c.names, c.requests) == (("g/s",), ("g",))
+    assert [c.applies("g", "s"), c.applies("g", "t"), c.applies("g", ""), c.applies("a", "")] == [
+        True, False, False, False]
+
+
+GPU_CLASS = DeviceClassInfo(NV, (f"device.driver == '{NV}'",), None, "input")
+
+
+def requests_of(obj: dict[str, Any]) -> ClaimRequests:
+    spec = obj["spec"]
+    reqs, _sharing = read_claim_spec(spec, "/spec")
+    return ClaimRequests("c", tuple(PodRequest("c", r.name, f"claim request {r.name}", r.pointer, tuple(
+        ResolvedAlternative(a, GPU_CLASS) for a in r.alternatives)) for r in reqs), tuple(read_constraints(spec, "/spec")))
+
+
+def allocator(*slices: dict[str, Any]) -> Allocator:
+    return build_inventory(list(slices)).allocator
+
+
+def test_the_devices_a_request_gets_are_those_of_some_allocation() -> None:
+    """The pod's rules read the devices a request can get: on nodes where the claims can be allocated, of the
+    subrequest the allocator picks there, and only devices that take part in some allocation."""
+    inv = allocator(rslice("n0", dev("gpu-0"), dev("gpu-1", T4)), rslice("n1", dev("gpu-0", T4)))
+    # firstAvailable: n0 serves "two" (both its GPUs), n1 only "one".
+    fa = claim({"name": "g", "firstAvailable": [{"name": "two", "deviceClassName": NV, "count": 2},
+                                                {"name": "one", "deviceClassName": NV}]})
+    ((_r, outcome),) = inv.diagnose([requests_of(fa)]).outcomes
+    assert [(d.node, d.name) for d in outcome.devices] == [("n0", "gpu-0"), ("n0", "gpu-1"), ("n1", "gpu-0")]
+    assert outcome.count == 2
+    assert [(dict(labels)["nvidia.com/gpu.product"], node) for labels, node, _w in outcome.placements] == [
+        ("NVIDIA-A100-SXM4-80GB", "n0"), ("Tesla-T4", "n0"), ("Tesla-T4", "n1")]
+    # Two requests of one product: n0 has one A100 and one T4, n1 one T4: no node can serve them.
+    pair = claim(req("a"), req("b"), constraints=[{"matchAttribute": f"{NV}/productName"}])
+    diagnosis = inv.diagnose([requests_of(pair)])
+    assert [f.subject for f in diagnosis.failures] == [f"matchAttribute {NV}/productName over requests 'a', 'b'"]
+    # With a second T4 on n0 they can, and only the T4s are ever allocated: the A100 has no partner.
+    inv2 = allocator(rslice("n0", dev("gpu-0"), dev("gpu-1", T4), dev("gpu-2", T4)))
+    outcomes = inv2.diagnose([requests_of(pair)]).outcomes
+    assert [[d.name for d in o.devices] for _r, o in outcomes] == [["gpu-1", "gpu-2"], ["gpu-1", "gpu-2"]]
+    # The pod can land on n1 only: the subrequest n1 can serve, its devices there; on no node, nothing.
+    ((_r, on_n1),) = inv.diagnose([requests_of(fa)], ["n1"]).outcomes
+    assert ([d.name for d in on_n1.devices], on_n1.count) == (["gpu-0"], 1)
+    ((_r, nowhere),) = inv.diagnose([requests_of(fa)], []).outcomes
+    assert nowhere.devices == () and nowhere.reason.startswith("no ResourceSlice publishes a device on a node")
+
+
+def test_a_search_past_its_budget_is_not_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight requests of one GPU each with distinct indices over seven GPUs whose indices repeat: the search runs
+    out of steps before it proves there is none; that is said, never a finding."""
+    slices = [rslice("n0", *(dev(f"gpu-{i}", index={"int": i % 4}) for i in range(7)))]
+    obj = claim(*(req(f"r{i}") for i in range(5)), constraints=[{"distinctAttribute": f"{NV}/index"}])
+    assert [p for p, _m in findings("dra-claim", obj, slices)] == ["/spec/devices/constraints/0"]
+    monkeypatch.setattr(Allocator, "BUDGET", 3)
+    assert findings("dra-claim", obj, slices) == []
+    inv = allocator(*slices)
+    outcomes = inv.diagnose([requests_of(claim(req("a", 2), constraints=[
+        {"distinctAttribute": f"{NV}/index"}]))]).outcomes
+    assert outcomes[0][1].unknown.startswith("the allocation search did not finish within 3 steps")
