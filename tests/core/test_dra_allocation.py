@@ -145,8 +145,9 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
                 f"the selector \"{T4_ONLY}\"")),
     # All takes a tainted device too: the request must tolerate it.
     ("all-tainted", claim(req("a", allocationMode="All")), [rslice("n0", dev("gpu-0"), dev("gpu-1", taints=[
-        NO_SCHEDULE]))], alone("a", "allocationMode All takes every matching device, and device gpu-1 (n0) has the "
-                                    "taint example.com/maintenance=fw:NoSchedule, which the request does not tolerate")),
+        NO_SCHEDULE]))], alone("a", "allocationMode All takes every matching device, and device gpu-1 (n0) has "
+                                    "the taint example.com/maintenance=fw:NoSchedule, which the request does not "
+                                    "tolerate")),
     ("all-tainted-tolerated", claim(req("a", allocationMode="All", tolerations=[
         {"key": "example.com/maintenance", "operator": "Exists"}])), [rslice("n0", dev("gpu-0"), dev(
             "gpu-1", taints=[NO_SCHEDULE]))], []),
@@ -413,7 +414,8 @@ def requests_of(obj: dict[str, Any]) -> ClaimRequests:
     spec = obj["spec"]
     reqs, _sharing = read_claim_spec(spec, "/spec")
     return ClaimRequests("c", tuple(PodRequest("c", r.name, f"claim request {r.name}", r.pointer, tuple(
-        ResolvedAlternative(a, GPU_CLASS) for a in r.alternatives)) for r in reqs), tuple(read_constraints(spec, "/spec")))
+        ResolvedAlternative(a, GPU_CLASS) for a in r.alternatives)) for r in reqs),
+        tuple(read_constraints(spec, "/spec")))
 
 
 def allocator(*slices: dict[str, Any]) -> Allocator:
