@@ -390,7 +390,8 @@ class Pushed:
 
 class Listener:
     """A TCP listener on loopback. ``mode`` "hang": accepts and never answers (holds every connection);
-    "record": counts connections and closes them. ``connections`` counts accepts."""
+    "record": counts connections and closes them. ``connections`` counts accepts; subclasses handle an accepted
+    connection in ``_accepted``."""
 
     def __init__(self, mode: str = "hang") -> None:
         self.mode = mode
@@ -412,10 +413,13 @@ class Listener:
             except (TimeoutError, OSError):
                 continue
             self.connections += 1
-            if self.mode == "hang":
-                self.held.append(conn)
-            else:
-                conn.close()
+            self._accepted(conn)
+
+    def _accepted(self, conn: socket.socket) -> None:
+        if self.mode == "hang":
+            self.held.append(conn)
+        else:
+            conn.close()
 
     @property
     def host(self) -> str:
@@ -429,33 +433,16 @@ class Listener:
         self.sock.close()
 
 
-class SlowRelay:
+class SlowRelay(Listener):
     """A TCP relay to ``target`` that waits ``delay`` seconds after each accept before relaying (TLS passes
     through untouched): the real registry behind a slow link."""
 
     def __init__(self, target_port: int, delay: float) -> None:
         self.target_port, self.delay = target_port, delay
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = False
-        threading.Thread(target=self._run, daemon=True).start()
+        super().__init__(mode="relay")
 
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _run(self) -> None:
-        self.sock.settimeout(0.1)
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.connections += 1
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
 
     def _relay(self, conn: socket.socket) -> None:
         time.sleep(self.delay)
@@ -478,10 +465,6 @@ class SlowRelay:
 
         threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
         pipe(upstream, conn)
-
-    def close(self) -> None:
-        self._stop = True
-        self.sock.close()
 
 
 class Front:
