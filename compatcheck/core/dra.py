@@ -39,6 +39,7 @@ NVIDIA_DRIVER = "gpu.nvidia.com"
 # The DRA kinds compatcheck reads of its own (the webhook also reviews claims and templates).
 KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
 REVIEWED_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "DeviceTaintRule")  # what --nodes reads into the inventory
 # Every DeviceClass is also an extended resource of this name (KEP-5004, DRAExtendedResource).
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 CHART_SOURCE = ("https://github.com/NVIDIA/k8s-dra-driver-gpu/tree/main/deployments/helm/dra-driver-nvidia-gpu/"
@@ -1999,9 +2000,10 @@ class Inventory:
 
 
 def build_inventory(objects: Iterable[JsonObject], source: str = "cluster") -> Inventory:
-    """ResourceSlices and DeviceClasses (any other object is ignored)."""
+    """ResourceSlices, DeviceClasses and DeviceTaintRules (any other object is ignored)."""
     devices: list[Device] = []
     classes: dict[str, DeviceClassInfo] = {}
+    rules: list[tuple[tuple[str | None, str | None, str | None], DeviceTaint]] = []
     for obj in objects:
         if obj.get("kind") == "ResourceSlice":
             devices.extend(read_slice(obj))
@@ -2009,4 +2011,27 @@ def build_inventory(objects: Iterable[JsonObject], source: str = "cluster") -> I
             found = read_device_class(obj, source)
             if found is not None:
                 classes[found.name] = found
+        elif obj.get("kind") == "DeviceTaintRule":
+            rule = read_taint_rule(obj)
+            if rule is not None:
+                rules.append(rule)
+    if rules:
+        devices = [replace(d, taints=d.taints + tuple(t for (driver, pool, name), t in rules if (
+            driver in (None, d.driver) and pool in (None, d.pool) and name in (None, d.name)))) for d in devices]
     return Inventory(devices, classes)
+
+
+def read_taint_rule(obj: JsonObject) -> tuple[tuple[str | None, str | None, str | None], DeviceTaint] | None:
+    """A DeviceTaintRule (DRADeviceTaintRules: alpha in Kubernetes 1.35, beta but off in 1.36): the taint it puts
+    on the devices its ``deviceSelector`` picks by driver, pool and device name (each left out: any; no selector:
+    none). A selector of the alpha API's other fields (deviceClassName, CEL selectors) is not read: such a rule is
+    left out, so its taint is not checked."""
+    spec = mapping(obj.get("spec"))
+    selector = spec.get("deviceSelector")
+    if not isinstance(selector, dict) or selector.get("deviceClassName") is not None or \
+            selector.get("selectors") is not None:
+        return None
+    taints = read_taints([spec.get("taint")])
+    if not taints:
+        return None
+    return (text(selector.get("driver")), text(selector.get("pool")), text(selector.get("device"))), taints[0]
