@@ -1475,16 +1475,17 @@ class Allocator:
                                f"{', '.join(map(repr, before))}",
                                f"they ask for {_devices(total)} on one node, and no node has devices that can serve "
                                f"them all ({ONE_EACH.format('request')})")
-        for c in claim.constraints:
-            if len([r for r in reqs if c.covers(r.request)]) < 2:
-                continue
+        for c in claim.constraints:  # one constraint with the requests competing for devices
             state, _ = self._solve([replace(claim, constraints=(c,))], places, labels)
             if state == "undecided":
                 return None
             if state == "no":
+                covered = [r.request for r in reqs if c.covers(r.request)]
                 return Failure("constraint", claim.name, c.pointer,
-                               f"{c.kind} {c.attribute} over requests {', '.join(map(repr, c.requests))}",
-                               self._constraint_reason(c, reqs, places, labels))
+                               f"{c.kind} {c.attribute} over request{'s' if len(covered) != 1 else ''} "
+                               f"{', '.join(map(repr, covered))}",
+                               self._constraint_reason(c, reqs, places, labels) if len(covered) > 1 else
+                               _CONSTRAINT_WITH_ALL)
         state, _ = self._solve([claim], places, labels)
         if state == "no":
             named = [c for c in claim.constraints]
@@ -1510,9 +1511,7 @@ class Allocator:
         reason = constraint_reason(c, served)
         if reason is not None:
             return reason
-        total = sum(n for _d, n in served)
-        return (f"they ask for {_devices(total)} {'sharing' if c.kind == 'matchAttribute' else 'with distinct'} "
-                f"{c.attribute} on one node, and no node has devices that can serve each request its own and meet it")
+        return _CONSTRAINT_WITH_ALL
 
     # ------------------------------------------------------------------ why a request cannot be served alone
     def _explain(self, r: PodRequest, constraints: tuple[ClaimConstraint, ...], places: list[Node],
@@ -1635,6 +1634,8 @@ def _problem_key(claims: Sequence[ClaimRequests]) -> tuple[Any, ...]:
                   tuple((k.kind, k.attribute, k.names) for k in c.constraints)) for c in claims)
 
 
+_CONSTRAINT_WITH_ALL = ("each request can be served alone, and no node has devices that serve every request of the "
+                        "claim while meeting it")
 ONE_EACH = ("a device goes to one {0}, or, if it allows multiple allocations, to as many as its capacity lasts "
             "for")
 

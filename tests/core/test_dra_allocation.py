@@ -236,6 +236,26 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
      [rslice("n0", dev("gpu-0", **{"resource.kubernetes.io/pcieRoot": {"string": "pci0"}}),
              dev("gpu-1", **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}),
              dev("gpu-2", **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}))], []),
+    # A constraint on one request, with another competing for the device it needs.
+    ("own-constraint-and-overlap", claim(req("a", 2), req("b", 1, f"device.attributes['{NV}'].index == 1"),
+                                         constraints=[{"requests": ["a"], "distinctAttribute": f"{NV}/index"}]),
+     [rslice("n0", dev("d0", index={"int": 0}), dev("d1", index={"int": 1}), dev("d2", index={"int": 0}))],
+     [("/spec/devices/constraints/0", f"distinctAttribute {NV}/index over request 'a': no devices of the cluster can "
+                                      "serve them together: each request can be served alone, and no node has "
+                                      "devices that serve every request of the claim while meeting it")]),
+    ("own-constraint-and-overlap-ok", claim(req("a", 2), req("b", 1, f"device.attributes['{NV}'].index == 1"),
+                                            constraints=[{"requests": ["a"], "distinctAttribute": f"{NV}/index"}]),
+     [rslice("n0", dev("d0", index={"int": 0}), dev("d1", index={"int": 1}), dev("d2", index={"int": 1}))], []),
+    # Two constraints each of which can be met, not both: a and b share a root and have different products.
+    ("two-constraints", claim(req("a"), req("b"), constraints=[
+        {"matchAttribute": "resource.kubernetes.io/pcieRoot"}, {"distinctAttribute": f"{NV}/productName"}]),
+     [rslice("n0", dev("gpu-0", **{"resource.kubernetes.io/pcieRoot": {"string": "pci0"}}),
+             dev("gpu-1", **{"resource.kubernetes.io/pcieRoot": {"string": "pci0"}}),
+             dev("gpu-2", T4, **{"resource.kubernetes.io/pcieRoot": {"string": "pci1"}}))],
+     [("/spec/devices/constraints/1", f"constraints matchAttribute resource.kubernetes.io/pcieRoot, "
+                                      f"distinctAttribute {NV}/productName: no devices of the cluster can serve them "
+                                      "together: each can be met alone, and no node has devices that meet them "
+                                      "together")]),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
