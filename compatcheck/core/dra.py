@@ -1269,27 +1269,34 @@ class Allocator:
         try:
             if not run():
                 return _Solved("no")
-            if not want_kinds:
-                return _Solved("ok")
-            chosen: list[int] = []
-            if all(len(t.alts) == 1 for t in slots):
-                chosen = [0] * len(slots)
+        except _Budget:
+            return _Solved("undecided")
+        if not want_kinds:
+            return _Solved("ok")
+        budget[0] = self.BUDGET  # what the request gets: a budget of its own; past it, more than it gets
+        chosen: list[int] = []
+        if all(len(t.alts) == 1 for t in slots):
+            chosen = [0] * len(slots)
+        try:
             for s, slot in enumerate(slots[len(chosen):], start=len(chosen)):  # the first alternative that works
                 chosen.append(next((a for a in range(len(slot.alts)) if self._fixed_ok(run, chosen, a, s, slots)),
                                    0))
-            alternatives = tuple(chosen)
-            simple = len(slots) == 1 and not any(c.constraints for c in claims)
-            got = []
-            for s, slot in enumerate(slots):
-                alt = slot.alts[alternatives[s]]
-                mine = {kinds[d] for d in alt.cands}
-                if simple or alt.count is None:
-                    got.append(frozenset(mine))
-                    continue
-                got.append(frozenset(k for k in mine if self._fixed_forced(run, alternatives, s, k, slots)))
-            return _Solved("ok", alternatives, tuple(got))
         except _Budget:
-            return _Solved("undecided")
+            chosen += [0] * (len(slots) - len(chosen))
+        alternatives = tuple(chosen)
+        simple = len(slots) == 1 and not any(c.constraints for c in claims)
+        got = []
+        for s, slot in enumerate(slots):
+            alt = slot.alts[alternatives[s]]
+            mine = {kinds[d] for d in alt.cands}
+            if simple or alt.count is None or budget[0] <= 0:
+                got.append(frozenset(mine))
+                continue
+            try:
+                got.append(frozenset(k for k in mine if self._fixed_forced(run, alternatives, s, k, slots)))
+            except _Budget:
+                got.append(frozenset(mine))
+        return _Solved("ok", alternatives, tuple(got))
 
     @staticmethod
     def _fixed_ok(run: Callable[..., bool], chosen: list[int], a: int, s: int, slots: list[_Slot]) -> bool:
