@@ -824,6 +824,11 @@ class _Budget(Exception):
     pass
 
 
+class _Abort(Exception):
+    """allocationMode All met a device a constraint refuses: the allocator treats that as an error and stops
+    allocating on the node, without trying other devices for the earlier requests."""
+
+
 def _typed(d: Device, attribute: str) -> tuple[str, Any] | None:
     """A device's value of a fully qualified attribute, tagged with its type (values of different types never
     match); None when it has none (lookupAttribute: the qualified name, or the bare one in the driver's domain)."""
@@ -881,7 +886,7 @@ class _Search:
         self.consumed: dict[int, dict[tuple[str, str], Fraction]] = {}
         self.state: list[list[list[Any]]] = [[[None, 0] if c.kind == "matchAttribute" else [] for c in cs]
                                              for cs in constraints]
-        self.taken: list[int] = []  # devices of the slot being filled
+        self.violated = False  # the last _add failed on a constraint
         self.consumption: dict[tuple[int, int], tuple[tuple[tuple[str, str], Fraction], ...]] = {}
 
     def run(self) -> bool:
@@ -912,7 +917,10 @@ class _Search:
             return False
         added: list[int] = []
         for d in alt.cands:
+            self.violated = False
             if not self._add(s, alt, d):
+                if self.violated:
+                    raise _Abort
                 for e in reversed(added):
                     self._remove(s, alt, e)
                 return False
@@ -990,6 +998,7 @@ class _Search:
             done += 1
         if not ok:
             self._undo_constraints(slot, alt, states, done)
+            self.violated = True
             return False
         if shared:
             if use:
@@ -1263,6 +1272,8 @@ class Allocator:
             search.consumption = consumption
             try:
                 return search.run()
+            except _Abort:
+                return False
             finally:
                 budget[0] = search.budget
 
@@ -1488,11 +1499,12 @@ class Allocator:
                 return None
             if state == "no":
                 covered = [r.request for r in reqs if c.covers(r.request)]
+                every = any(_count(r, ra) is None for r in reqs if c.covers(r.request) for ra in r.alternatives)
                 return Failure("constraint", claim.name, c.pointer,
                                f"{c.kind} {c.attribute} over request{'s' if len(covered) != 1 else ''} "
                                f"{', '.join(map(repr, covered))}",
-                               self._constraint_reason(c, reqs, places, labels) if len(covered) > 1 else
-                               _CONSTRAINT_WITH_ALL)
+                               (self._constraint_reason(c, reqs, places, labels) if len(covered) > 1 else
+                                _CONSTRAINT_WITH_ALL) + (_ALL_STOPS if every else ""))
         state, _ = self._solve([claim], places, labels)
         if state == "no":
             named = [c for c in claim.constraints]
@@ -1643,6 +1655,8 @@ def _problem_key(claims: Sequence[ClaimRequests]) -> tuple[Any, ...]:
 
 _CONSTRAINT_WITH_ALL = ("each request can be served alone, and no node has devices that serve every request of the "
                         "claim while meeting it")
+_ALL_STOPS = (" (with allocationMode All, a device the request must take that does not meet the constraint stops the "
+              "allocation on the node: the allocator does not try other devices for the requests before it)")
 ONE_EACH = ("a device goes to one {0}, or, if it allows multiple allocations, to as many as its capacity lasts "
             "for")
 

@@ -103,6 +103,7 @@ ONE_EACH = "a device goes to one request, or, if it allows multiple allocations,
 T4_ONLY = f"device.attributes['{NV}'].productName == '{T4}'"
 NO_SCHEDULE = {"key": "example.com/maintenance", "value": "fw", "effect": "NoSchedule"}
 PAIR = [rslice("n0", dev("gpu-0"), dev("gpu-1", T4))]
+ROOT = "resource.kubernetes.io/pcieRoot"
 ONE = [rslice("n0", dev("gpu-0"))]
 
 
@@ -256,6 +257,23 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
                                       f"distinctAttribute {NV}/productName: no devices of the cluster can serve them "
                                       "together: each can be met alone, and no node has devices that meet them "
                                       "together")]),
+    # allocationMode All meeting a device the constraint refuses stops the allocation on the node (an error in the
+    # allocator): the A100 on root X taken first for 'a' is not traded for the one on root Y.
+    ("all-stops-the-node", claim(req("a", 1, f"device.attributes['{NV}'].productName != '{T4}'"),
+                                 req("b", 1, T4_ONLY, allocationMode="All"), constraints=[{"matchAttribute": ROOT}]),
+     [rslice("n0", dev("d0", **{ROOT: {"string": "X"}}), dev("d1", **{ROOT: {"string": "Y"}}),
+             dev("d2", T4, **{ROOT: {"string": "Y"}}))],
+     [("/spec/devices/constraints/0", f"matchAttribute {ROOT} over requests 'a', 'b': no devices of the cluster can "
+                                      "serve them together: each request can be served alone, and no node has "
+                                      "devices that serve every request of the claim while meeting it (with "
+                                      "allocationMode All, a device the request must take that does not meet the "
+                                      "constraint stops the allocation on the node: the allocator does not try other "
+                                      "devices for the requests before it)")]),
+    ("all-after-the-right-device", claim(req("a", 1, f"device.attributes['{NV}'].productName != '{T4}'"),
+                                         req("b", 1, T4_ONLY, allocationMode="All"),
+                                         constraints=[{"matchAttribute": ROOT}]),
+     [rslice("n0", dev("d1", **{ROOT: {"string": "Y"}}), dev("d0", **{ROOT: {"string": "X"}}),
+             dev("d2", T4, **{ROOT: {"string": "Y"}}))], []),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
