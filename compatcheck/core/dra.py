@@ -1360,7 +1360,9 @@ class Allocator:
         """Allocate the pod's claims together on one node, as the scheduler does (``nodes``: the nodes the pod can
         land on; None: every node of the inventory). ``labels``: a node's labels, for slices with a
         nodeSelector."""
-        key = (_problem_key(claims), frozenset(nodes) if nodes is not None else None,
+        # The claims themselves (names, pointers, classes: what the outcomes and failures carry back), not only
+        # what the search sees: two pods with the same claims share the decision, and each gets its own requests.
+        key = (tuple(claims), frozenset(nodes) if nodes is not None else None,
                tuple((n, tuple(sorted(labels(n).items()))) for n in sorted(nodes or ()))
                if self._has_selector and labels is not None else ())
         found = self._diagnosed.get(key)

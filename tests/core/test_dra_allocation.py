@@ -5,6 +5,7 @@ inventories; every outcome exact (pointer and message of each finding, or the de
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -509,3 +510,20 @@ def test_a_search_past_its_budget_is_not_a_finding(monkeypatch: pytest.MonkeyPat
     ((_r, outcome),) = allocator(rslice("n0", dev("d0", index={"int": 0}), dev("d1", index={"int": 1}),
                                         dev("d2"))).diagnose(pair).outcomes
     assert [d.name for d in outcome.devices] == ["d0", "d1"]
+
+
+def test_a_decision_kept_for_one_pod_is_not_handed_to_another_with_other_names() -> None:
+    """The same claims, the same nodes: the decision is kept; another pod whose claims have other names or live at
+    other pointers (a Deployment's template) gets findings of its own."""
+    slices = [rslice("n0", dev("gpu-0"))]
+    inventory = build_inventory(slices)
+    one = requests_of(claim(req("a"), req("b")))
+    first = inventory.allocator.diagnose([one])
+    assert inventory.allocator.diagnose([one]) is first
+    entry = "/spec/template/spec/resourceClaims/0"
+    moved = ClaimRequests("other", tuple(replace(r, claim="other", pointer=entry) for r in one.requests),
+                          one.constraints, entry)
+    second = inventory.allocator.diagnose([moved])
+    assert [(r.claim, r.pointer) for r, _o in second.outcomes] == [("other", entry)] * 2
+    assert [(f.claim, f.kind) for f in second.failures] == [("other", "overlap")]
+    assert [(f.claim, f.kind) for f in first.failures] == [("c", "overlap")]
