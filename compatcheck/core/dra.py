@@ -4,18 +4,20 @@ ResourceClaims instead of extended resources.
 - Reading: ``DeviceClass`` (its selectors and ``extendedResourceName``), ``ResourceClaim`` and
   ``ResourceClaimTemplate`` (``spec.devices.requests[]``: ``exactly`` or ``firstAvailable``, ``deviceClassName``,
   ``count``, ``allocationMode``, ``selectors[].cel.expression``; ``spec.devices.config`` for the sharing strategy of
-  NVIDIA's driver), and ``ResourceSlice`` (the inventory: each device's driver, node, attributes and capacity;
-  the v1 shape and v1beta1's ``basic``).
+  NVIDIA's driver), and ``ResourceSlice`` (the inventory: each device's driver, node, attributes, capacity with its
+  requestPolicy, taints and allowMultipleAllocations; the v1 shape and v1beta1's ``basic``), and DeviceTaintRules.
 - NVIDIA's DRA driver (``gpu.nvidia.com``) publishes, per GPU and MIG device, ``type`` (gpu | mig),
   ``productName``, ``brand``, ``architecture``, ``cudaComputeCapability``, ``driverVersion`` and
   ``cudaDriverVersion`` (versions), ``profile`` (MIG), and capacity ``memory``
   (``cmd/gpu-kubelet-plugin/deviceinfo.go`` and ``mig.go`` in NVIDIA/k8s-dra-driver-gpu). ``device_labels`` maps them
   onto the GPU Feature Discovery labels that ``cluster.node_facts`` reads, so every rule reads a DRA device as it
   reads a node: one code path, no rule rewritten.
-- Resolving a pod's claims (``pod_claims``), the devices that can serve each request (``Allocator``: class then
-  request selectors, evaluated with ``core.cel``; a selector that errors on a device aborts the allocation, as in
-  the scheduler), and, without an inventory, what the selectors themselves pin (``pinned_points``: the known
-  products, compute capabilities and driver branches that satisfy them).
+- Resolving a pod's claims (``pod_claims``); what the scheduler's structured allocator decides for them
+  (``Allocator``: class then request selectors, evaluated with ``core.cel``, a selector that errors on a device
+  aborting the allocation; then, per node, the allocator's backtracking search over the claims' requests and
+  ``firstAvailable`` subrequests, with constraints, allocationMode All, device taints and tolerations, consumable
+  capacity); and, without an inventory, what the selectors themselves pin (``pinned_points``: the known products,
+  compute capabilities and driver branches that satisfy them).
 
 Pure: no I/O. Where objects come from (files, the live view) is the caller's business.
 """
