@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -822,6 +823,9 @@ class _Slot:
         self.alts = alts
 
 
+Kind = tuple[Any, ...]  # what the search sees of a device (Allocator._kinds)
+
+
 class _Budget(Exception):
     pass
 
@@ -875,8 +879,8 @@ class _Search:
     level: what fails with one fails with the other."""
 
     def __init__(self, allocator: Allocator, slots: list[_Slot], constraints: list[tuple[ClaimConstraint, ...]],
-                 kinds: dict[int, int], budget: int, fixed: tuple[int, ...] | None = None,
-                 forced: tuple[int, int] | None = None) -> None:
+                 kinds: dict[int, Kind], budget: int, fixed: tuple[int, ...] | None = None,
+                 forced: tuple[int, Kind] | None = None) -> None:
         self.devices = allocator.devices
         self.slots = slots
         self.constraints = constraints
@@ -1044,7 +1048,7 @@ class _Shape:
 
     alts: list[list[tuple[tuple[int, ...], bool]]]
     consumption: dict[tuple[int, int], tuple[tuple[tuple[str, str], Fraction], ...]]
-    kinds: dict[int, int]
+    kinds: dict[int, Kind]
     signature: tuple[Any, ...]
     # (request, alternative, kinds) -> the devices it gets here, and their distinct places
     picked: dict[Any, tuple[tuple[Device, ...], tuple[Place, ...]]] = field(default_factory=dict)
@@ -1057,7 +1061,7 @@ class _Solved:
 
     state: str
     alternatives: tuple[int, ...] = ()
-    kinds: tuple[frozenset[int], ...] = ()
+    kinds: tuple[frozenset[Kind], ...] = ()
 
 
 class Allocator:
@@ -1208,15 +1212,19 @@ class Allocator:
                     return None
                 alts_of.append(alts)
         kinds = self._kinds(alts_of, claims, consumption)
-        signature = tuple(tuple((blocked, tuple(sorted(kinds[d] for d in cands))) for cands, blocked in alts)
-                          for alts in alts_of)
+        signature = tuple(tuple((blocked, frozenset(Counter(kinds[d] for d in cands).items()))
+                                for cands, blocked in alts) for alts in alts_of)
         found = _Shape(alts_of, consumption, kinds, signature)
         table[at] = found
         return found
 
     def _kinds(self, alts_of: list[list[tuple[tuple[int, ...], bool]]], claims: Sequence[ClaimRequests],
-               consumption: dict[tuple[int, int], Any]) -> dict[int, int]:
-        """Each candidate device's kind: devices of one kind are interchangeable in the search."""
+               consumption: dict[tuple[int, int], Any]) -> dict[int, Kind]:
+        """Each candidate device's kind: devices of one kind are interchangeable in the search. A kind is canonical
+        for the node: which alternatives the device is a candidate of, and for each constraint attribute its type and
+        which of the node's values it has (numbered in order of appearance, so that two nodes whose devices relate
+        alike have the same kinds whatever their uuids), and, for a shared device, its capacity and what each
+        request would consume of it."""
         attributes = sorted({c.attribute for claim in claims for c in claim.constraints})
         members: dict[int, list[int]] = {}
         bit = 0
@@ -1225,19 +1233,25 @@ class Allocator:
                 for d in cands:
                     members.setdefault(d, []).append(bit)
                 bit += 1
-        kinds: dict[int, int] = {}
-        table: dict[tuple[Any, ...], int] = {}
+        numbers: list[dict[Any, int]] = [{} for _ in attributes]
+        kinds: dict[int, Kind] = {}
         for d, bits in members.items():
             dev = self.devices[d]
-            values = []
-            for a in attributes:
+            values: list[Any] = []
+            for a, seen in zip(attributes, numbers, strict=True):
                 v = _typed(dev, a)
-                values.append(None if v is None else (v[0], v[1].text if v[0] == "version" else v[1]))
-            key: tuple[Any, ...] = (tuple(bits), tuple(values))
+                if v is None:
+                    values.append(None)
+                elif v[0] == "version":  # as written (matchAttribute), and by precedence (distinctAttribute)
+                    values.append((v[0], seen.setdefault(("text", v[1].text), len(seen)),
+                                   seen.setdefault(("key", v[1].key), len(seen))))
+                else:
+                    values.append((v[0], seen.setdefault((v[0], v[1]), len(seen))))
+            key: Kind = (tuple(bits), tuple(values))
             if dev.shared:
                 key += (tuple(sorted((k, q) for ids in dev.input.capacity.values() for k, q in ids.items())),
                         tuple(consumption.get((s, d)) for s in range(len(alts_of))))
-            kinds[d] = table.setdefault(key, len(table))
+            kinds[d] = key
         return kinds
 
     @staticmethod
@@ -1264,12 +1278,12 @@ class Allocator:
                                                     shape.consumption, want_kinds)
         return found, shape
 
-    def _search(self, slots: list[_Slot], claims: Sequence[ClaimRequests], kinds: dict[int, int],
+    def _search(self, slots: list[_Slot], claims: Sequence[ClaimRequests], kinds: dict[int, Kind],
                 consumption: dict[tuple[int, int], Any], want_kinds: bool) -> _Solved:
         constraints = [claim.constraints for claim in claims]
         budget = [self.BUDGET]
 
-        def run(fixed: tuple[int, ...] | None = None, forced: tuple[int, int] | None = None) -> bool:
+        def run(fixed: tuple[int, ...] | None = None, forced: tuple[int, Kind] | None = None) -> bool:
             search = _Search(self, slots, constraints, kinds, budget[0], fixed, forced)
             search.consumption = consumption
             try:
@@ -1321,7 +1335,7 @@ class Allocator:
         return False
 
     @staticmethod
-    def _fixed_forced(run: Callable[..., bool], alternatives: tuple[int, ...], s: int, kind: int,
+    def _fixed_forced(run: Callable[..., bool], alternatives: tuple[int, ...], s: int, kind: Kind,
                       slots: list[_Slot]) -> bool:
         return bool(run(fixed=alternatives, forced=(s, kind)))
 

@@ -275,6 +275,12 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
                                          constraints=[{"matchAttribute": ROOT}]),
      [rslice("n0", dev("d1", **{ROOT: {"string": "Y"}}), dev("d0", **{ROOT: {"string": "X"}}),
              dev("d2", T4, **{ROOT: {"string": "Y"}}))], []),
+    # Two nodes whose devices look alike to the search only if it forgets that the A100s share a product: n0 cannot
+    # serve the pair (A100 and T4), n1 can.
+    ("nodes-that-only-look-alike", claim(req("a"), req("b"), constraints=[
+        {"matchAttribute": f"{NV}/productName"}, {"distinctAttribute": f"{NV}/uuid"}]),
+     [rslice("n0", dev("g0", uuid={"string": "u1"}), dev("g1", T4, uuid={"string": "u2"})),
+      rslice("n1", dev("g0", uuid={"string": "u3"}), dev("g1", uuid={"string": "u4"}))], []),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
