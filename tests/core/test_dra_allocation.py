@@ -16,6 +16,7 @@ from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import build_cluster
 from compatcheck.core.crl import CrlIndex
 from compatcheck.core.dra import (
+    Allocation,
     Allocator,
     CapacityPolicy,
     ClaimRequests,
@@ -25,6 +26,7 @@ from compatcheck.core.dra import (
     PodRequest,
     ResolvedAlternative,
     _node_selector_matches,
+    _quantity_text,
     build_index,
     build_inventory,
     read_claim_spec,
@@ -281,6 +283,21 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
         {"matchAttribute": f"{NV}/productName"}, {"distinctAttribute": f"{NV}/uuid"}]),
      [rslice("n0", dev("g0", uuid={"string": "u1"}), dev("g1", T4, uuid={"string": "u2"})),
       rslice("n1", dev("g0", uuid={"string": "u3"}), dev("g1", uuid={"string": "u4"}))], []),
+    # Each constraint's own count is there (two A100s; two uuids), not both at once.
+    ("constraints-within-a-request", claim(req("a", 2), constraints=[
+        {"matchAttribute": f"{NV}/productName"}, {"distinctAttribute": f"{NV}/uuid"}]),
+     [rslice("n0", dev("d0", uuid={"string": "1"}), dev("d1", uuid={"string": "1"}), dev("d2", T4, uuid={
+         "string": "2"}))],
+     alone("a", f"no node has 2 devices for it that meet its constraints (matchAttribute {NV}/productName, "
+                f"distinctAttribute {NV}/uuid)")),
+    ("many-taints", claim(req("a")), [rslice("n0", *(dev(f"d{i}", taints=[{"key": f"k{i}", "effect": "NoSchedule"}])
+                                                     for i in range(5)))],
+     alone("a", "the 5 matching devices are tainted (k0:NoSchedule, k1:NoSchedule, k2:NoSchedule ...) and the "
+                "request tolerates none of these taints")),
+    ("many-too-small", claim(req("a", capacity={"requests": {"memory": "10Gi"}})),
+     [rslice("n0", *(dev(f"d{i}", capacity={"memory": {"value": f"{i + 1}Gi"}}) for i in range(5)))],
+     alone("a", "it asks for capacity memory: 10Gi and none of the 5 matching devices can give it (d0 has 1Gi of "
+                "memory; d1 has 2Gi of memory; d2 has 3Gi of memory ...)")),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
@@ -316,6 +333,15 @@ def test_a_pods_claims_are_allocated_together() -> None:
     half = claim(req("g", capacity={"requests": {"memory": "40Gi"}}), name="a")
     other = claim(req("g", capacity={"requests": {"memory": "40Gi"}}), name="b")
     assert findings("eligible-node", pod_of("a", "b"), shared, (half, other)) == []
+
+
+def test_three_claims_of_a_pod_name_the_ones_before() -> None:
+    claims = tuple(claim(req("g"), name=n) for n in "abc")
+    assert findings("eligible-node", pod_of("a", "b", "c"), PAIR, claims) == [(
+        "/spec/resourceClaims/2", f"no devices can be allocated for claim 'c2' (claim 'c2' together with claims 'c0', "
+                                  f"'c1': together they ask for 3 devices on one node, and no node has devices that "
+                                  f"can serve them all ({ONE_EACH.replace('request', 'claim')})); the pod would stay "
+                                  "Pending")]
 
 
 def test_a_pods_claim_request_left_without_devices_and_its_taint_reason() -> None:
@@ -533,3 +559,19 @@ def test_a_decision_kept_for_one_pod_is_not_handed_to_another_with_other_names()
     assert [(r.claim, r.pointer) for r, _o in second.outcomes] == [("other", entry)] * 2
     assert [(f.claim, f.kind) for f in second.failures] == [("other", "overlap")]
     assert [(f.claim, f.kind) for f in first.failures] == [("c", "overlap")]
+
+
+@pytest.mark.parametrize(("quantity", "written"), [
+    (Fraction(3 * 2**40), "3Ti"), (Fraction(80 * 2**30), "80Gi"), (Fraction(512 * 2**20), "512Mi"),
+    (Fraction(2048), "2Ki"), (Fraction(1000), "1000"), (Fraction(0), "0"), (Fraction(1, 2), "500m"),
+    (Fraction(1, 3), "0.3333333333333333")])
+def test_quantities_in_messages(quantity: Fraction, written: str) -> None:
+    assert _quantity_text(quantity) == written
+
+
+def test_an_allocation_without_known_places_reads_them_off_its_devices() -> None:
+    devices = tuple(read_slice(rslice("n0", dev("gpu-0"), dev("gpu-1"), dev("gpu-2", T4))))
+    places = Allocation(devices).placements
+    assert [(dict(labels)["nvidia.com/gpu.product"], node, where) for labels, node, where in places] == [
+        ("NVIDIA-A100-SXM4-80GB", "n0", "n0"), ("Tesla-T4", "n0", "n0")]
+    assert Allocation(devices, places=()).placements == ()
