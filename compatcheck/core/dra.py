@@ -725,14 +725,26 @@ class Allocation:
 
     @cached_property
     def placements(self) -> tuple[Place, ...]:
-        """The distinct (labels, node, where) of ``devices``, in their order: what the rules read of them (the
-        devices of a node are mostly alike)."""
+        """The distinct (labels, node, where) of ``devices`` (devices of another NVIDIA type or MIG profile apart),
+        in their order, each with its first device: what the rules read of them (the devices of a node are mostly
+        alike)."""
         if self.places is not None:
             return self.places
-        return tuple({(d.labels, d.node, d.where()): None for d in self.devices})
+        return _places(self.devices)
 
 
-Place = tuple[tuple[tuple[str, str], ...], str | None, str]  # a device's labels, node, and where() for messages
+# A device's labels, node, where() for messages, and the device (the first of those alike)
+Place = tuple[tuple[tuple[str, str], ...], str | None, str, "Device"]
+
+
+def _places(devices: Iterable[Device]) -> tuple[Place, ...]:
+    out: dict[Any, Place] = {}
+    for d in devices:
+        attrs = d.input.attributes.get(NVIDIA_DRIVER, {})
+        key = (d.labels, d.node, attrs.get("type"), attrs.get("profile"))
+        if key not in out:
+            out[key] = (d.labels, d.node, d.where(), d)
+    return tuple(out.values())
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -1462,11 +1474,11 @@ class Allocator:
             if picked is None:
                 kinds = shape.kinds
                 mine = tuple(self.devices[d] for d in shape.alts[slot][alt][0] if kinds[d] in wanted)
-                picked = shape.picked[key] = (mine, tuple({(d.labels, d.node, d.where()): None for d in mine}))
+                picked = shape.picked[key] = (mine, _places(mine))
             devices.extend(picked[0])
             places.extend(picked[1])
         return Allocation(tuple(devices), count=_count(request, request.alternatives[chosen or 0]),
-                          places=tuple(dict.fromkeys(places)))
+                          places=tuple(places))
 
     def _together(self, claims: list[ClaimRequests], places: list[Node],
                   labels: Callable[[str], Mapping[str, str]] | None) -> list[Failure]:

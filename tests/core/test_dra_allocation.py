@@ -503,7 +503,7 @@ def test_the_devices_a_request_gets_are_those_of_some_allocation() -> None:
     ((_r, outcome),) = inv.diagnose([requests_of(fa)]).outcomes
     assert [(d.node, d.name) for d in outcome.devices] == [("n0", "gpu-0"), ("n0", "gpu-1"), ("n1", "gpu-0")]
     assert outcome.count == 2
-    assert [(dict(labels)["nvidia.com/gpu.product"], node) for labels, node, _w in outcome.placements] == [
+    assert [(dict(labels)["nvidia.com/gpu.product"], node) for labels, node, _w, _d in outcome.placements] == [
         ("NVIDIA-A100-SXM4-80GB", "n0"), ("Tesla-T4", "n0"), ("Tesla-T4", "n1")]
     # Two requests of one product: n0 has one A100 and one T4, n1 one T4: no node can serve them.
     pair = claim(req("a"), req("b"), constraints=[{"matchAttribute": f"{NV}/productName"}])
@@ -570,8 +570,15 @@ def test_quantities_in_messages(quantity: Fraction, written: str) -> None:
 
 
 def test_an_allocation_without_known_places_reads_them_off_its_devices() -> None:
-    devices = tuple(read_slice(rslice("n0", dev("gpu-0"), dev("gpu-1"), dev("gpu-2", T4))))
+    """One place per node and kind of device, with the first device of the kind: a MIG device of another profile
+    is another kind, even where its labels are its GPU's."""
+    mig = {"type": {"string": "mig"}}
+    devices = tuple(read_slice(rslice("n0", dev("gpu-0"), dev("gpu-1"), dev("gpu-2", T4), dev(
+        "mig-0", **mig, profile={"string": "1g.10gb"}), dev("mig-1", **mig, profile={"string": "1g.10gb"}), dev(
+        "mig-2", **mig, profile={"string": "3g.40gb"})))) + tuple(read_slice(rslice("n1", dev("gpu-0"))))
     places = Allocation(devices).placements
-    assert [(dict(labels)["nvidia.com/gpu.product"], node, where) for labels, node, where in places] == [
-        ("NVIDIA-A100-SXM4-80GB", "n0", "n0"), ("Tesla-T4", "n0", "n0")]
+    assert [(dict(labels)["nvidia.com/gpu.product"], node, where, d.name) for labels, node, where, d in places] == [
+        ("NVIDIA-A100-SXM4-80GB", "n0", "n0", "gpu-0"), ("Tesla-T4", "n0", "n0", "gpu-2"),
+        ("NVIDIA-A100-SXM4-80GB", "n0", "n0", "mig-0"), ("NVIDIA-A100-SXM4-80GB", "n0", "n0", "mig-2"),
+        ("NVIDIA-A100-SXM4-80GB", "n1", "n1", "gpu-0")]
     assert Allocation(devices, places=()).placements == ()

@@ -46,6 +46,7 @@ from compatcheck.core.dra import (
     Allocation,
     Alternative,
     ClaimRequests,
+    Device,
     Diagnosis,
     DraIndex,
     KnownValues,
@@ -517,6 +518,21 @@ class PodAnalysis:
                         f"{first.what.rsplit(' request ', 1)[0]}: {f.subject}: {f.reason}"))
         return out
 
+    def _device_node_ok(self) -> Callable[[Device], bool] | None:
+        """Whether a device is on a node the pod can land on (None: no Nodes were read, so any is); the allocator
+        decides this itself for the requests, this is for what else is asked of the devices there."""
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.node_count == 0:
+            return None  # only ResourceSlices were read: where their nodes are, and what they carry, is unknown
+        admitted = self._admitted_nodes
+
+        def ok(d: Device) -> bool:
+            if d.node is not None:
+                return d.node in admitted
+            return bool(admitted)
+
+        return ok
+
     @once
     def _admitted_nodes(self) -> dict[str, tuple[NodeClass, NodeRecord]]:
         assert self.ctx.cluster is not None
@@ -536,7 +552,7 @@ class PodAnalysis:
         groups: dict[tuple[tuple[str, str], ...], tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
             keys: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}  # device labels -> class key
-            for device_labels, node, where in outcome.placements:
+            for device_labels, node, where, _device in outcome.placements:
                 if not device_labels:
                     continue
                 key = keys.get(device_labels)
