@@ -298,6 +298,15 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
      [rslice("n0", *(dev(f"d{i}", capacity={"memory": {"value": f"{i + 1}Gi"}}) for i in range(5)))],
      alone("a", "it asks for capacity memory: 10Gi and none of the 5 matching devices can give it (d0 has 1Gi of "
                 "memory; d1 has 2Gi of memory; d2 has 3Gi of memory ...)")),
+    # allocationMode All that cannot take a device another request holds gives back what it took: the
+    # subrequest after it gets the A100.
+    ("all-gives-back", claim(req("t4", 1, T4_ONLY), {"name": "g", "firstAvailable": [
+        {"name": "all", "deviceClassName": NV, "allocationMode": "All"}, {"name": "one", "deviceClassName": NV}]}),
+     PAIR, []),
+    ("all-then-nothing-left", claim(req("t4", 1, T4_ONLY), {"name": "g", "firstAvailable": [
+        {"name": "all", "deviceClassName": NV, "allocationMode": "All"}, {"name": "two", "deviceClassName": NV,
+                                                                          "count": 2}]}),
+     PAIR, overlap(1, "g", "request 't4'", 2)),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
@@ -582,3 +591,47 @@ def test_an_allocation_without_known_places_reads_them_off_its_devices() -> None
         ("NVIDIA-A100-SXM4-80GB", "n0", "n0", "mig-0"), ("NVIDIA-A100-SXM4-80GB", "n0", "n0", "mig-2"),
         ("NVIDIA-A100-SXM4-80GB", "n1", "n1", "gpu-0")]
     assert Allocation(devices, places=()).placements == ()
+
+
+def reason_of(inventory: Allocator, cls: DeviceClassInfo, *selectors: str, nodes: list[str] | None = None) -> str:
+    alt = read_claim_spec(claim(req("a", 1, *selectors))["spec"], "/spec")[0][0].alternatives[0]
+    request = PodRequest("c", "a", "claim request a", "/p", (ResolvedAlternative(alt, cls),))
+    ((_r, outcome),) = inventory.diagnose([ClaimRequests("c", (request,))], nodes).outcomes
+    return outcome.reason
+
+
+def test_why_no_device_serves_a_request() -> None:
+    products = ["Tesla T4", "NVIDIA L4", "NVIDIA A10", "NVIDIA L40S", "NVIDIA H100 80GB HBM3"]
+    five = allocator(rslice("n0", *(dev(f"gpu-{i}", p) for i, p in enumerate(products))))
+    h200 = f"device.attributes['{NV}'].productName == 'NVIDIA H200'"
+    assert reason_of(five, GPU_CLASS, h200) == (
+        f"5 {NV} devices in reach: NVIDIA-A10, NVIDIA-H100-80GB-HBM3, NVIDIA-L4, NVIDIA-L40S ..., and none of the 5 "
+        f"of DeviceClass {NV} satisfies the selector \"{h200}\"")
+    one = allocator(rslice("n0", dev("gpu-0", T4)))
+    mig_class = DeviceClassInfo("mig.nvidia.com", (f"device.attributes['{NV}'].type == 'mig'",), None, "input")
+    assert reason_of(one, mig_class) == (f"no device is in DeviceClass mig.nvidia.com (1 {NV} device in reach: "
+                                         "Tesla-T4)")
+    bare = DeviceClassInfo("bare.example.com", (), None, "input")
+    assert reason_of(one, bare, h200) == (f"no device satisfies DeviceClass bare.example.com (1 {NV} device in "
+                                          "reach: Tesla-T4)")
+    unnamed = allocator(rslice("n0", {"name": "x", "attributes": {"model": {"string": "x"}}}))
+    assert reason_of(unnamed, bare, f"'productName' in device.attributes['{NV}']") == (
+        f"no device satisfies DeviceClass bare.example.com (1 {NV} device in reach)")
+    assert reason_of(unnamed, bare, h200) == (
+        "a selector fails on device x (n0): no such key: 'productName', and the scheduler aborts the allocation")
+    assert reason_of(one, GPU_CLASS, nodes=["elsewhere"]) == (
+        "no ResourceSlice publishes a device on a node the pod can land on (its nodeSelector, affinity and "
+        "tolerations)")
+
+
+def test_slices_bound_to_no_node_reach_every_node_when_labels_are_unknown() -> None:
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]}
+    inventory = allocator(rslice("n0", dev("gpu-0")), rslice(None, dev("x-0"), nodeSelector=selector))
+    two = requests_of(claim(req("a"), req("b")))
+    assert inventory.diagnose([two], ["n0"]).failures == ()  # no labels given: the selector is not evaluated
+    assert [f.kind for f in inventory.diagnose([two], ["n0"], lambda n: {"rack": "r0"}).failures] == ["overlap"]
+    assert inventory.diagnose([two], ["n0"], lambda n: {"rack": "r1"}).failures == ()
+    assert inventory.diagnose([two]).failures == ()  # no Nodes read: every node of the slices
+    shared_only = allocator(rslice(None, dev("x-0"), dev("x-1"), allNodes=True))
+    ((_r, a), (_s, b)) = shared_only.diagnose([two]).outcomes
+    assert [d.name for d in a.devices] == [d.name for d in b.devices] == ["x-0", "x-1"]
