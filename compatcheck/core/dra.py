@@ -836,6 +836,7 @@ class _Slot:
 
 
 Kind = tuple[Any, ...]  # what the search sees of a device (Allocator._kinds)
+MAX_RESULTS = 32  # devices one claim can be allocated (resource.k8s.io AllocationResultsMaxSize)
 
 
 class _Budget(Exception):
@@ -905,6 +906,7 @@ class _Search:
         self.state: list[list[list[Any]]] = [[[None, 0] if c.kind == "matchAttribute" else [] for c in cs]
                                              for cs in constraints]
         self.violated = False  # the last _add failed on a constraint
+        self.results = [0] * len(constraints)  # devices allocated per claim (at most MAX_RESULTS)
         self.consumption: dict[tuple[int, int], tuple[tuple[tuple[str, str], Fraction], ...]] = {}
 
     def run(self) -> bool:
@@ -932,6 +934,8 @@ class _Search:
     def _all(self, s: int, alt: _NodeAlt) -> bool:
         self._tick()
         if alt.blocked or not alt.cands:  # All needs at least one device, and every one of them
+            return False
+        if self.results[self.slots[s].claim] + len(alt.cands) > MAX_RESULTS:
             return False
         added: list[int] = []
         for d in alt.cands:
@@ -961,6 +965,8 @@ class _Search:
                     self.kinds[d] == self.forced[1] for d in chosen):
                 return False
             return self._slot(s + 1)
+        if k == 0 and self.results[self.slots[s].claim] + alt.count > MAX_RESULTS:
+            return False
         cands = alt.cands
         tried: set[Any] = set()
         for i in range(start, len(cands) - (alt.count - k) + 1):
@@ -1025,6 +1031,7 @@ class _Search:
                     have[key] = have.get(key, 0) + q
         else:
             self.used.add(d)
+        self.results[slot.claim] += 1
         return True
 
     def _undo_constraints(self, slot: _Slot, alt: _NodeAlt, states: list[list[Any]], upto: int) -> None:
@@ -1051,6 +1058,7 @@ class _Search:
                     del self.consumed[d]
         else:
             self.used.discard(d)
+        self.results[slot.claim] -= 1
 
 
 @dataclass
@@ -1518,6 +1526,12 @@ class Allocator:
             if state == "no":
                 before = [r.request for r in reqs[:j]]
                 total = _least_devices(list(reqs[: j + 1]))
+                if total > MAX_RESULTS:
+                    return Failure("overlap", claim.name, _request_pointer(reqs[j]),
+                                   f"request {reqs[j].request!r} together with request"
+                                   f"{'s' if len(before) > 1 else ''} {', '.join(map(repr, before))}",
+                                   f"they ask for {_devices(total)} and a claim can be allocated at most "
+                                   f"{MAX_RESULTS}")
                 return Failure("overlap", claim.name, _request_pointer(reqs[j]),
                                f"request {reqs[j].request!r} together with request{'s' if len(before) > 1 else ''} "
                                f"{', '.join(map(repr, before))}",
@@ -1593,6 +1607,11 @@ class Allocator:
                 d = self.devices[tainted[0]]
                 return (f"allocationMode All takes every matching device, and device {d.name} ({d.where()}) has the "
                         f"taint {_untolerated(d, ra.alt.tolerations)[0]}, which the request does not tolerate")
+            sizes = [(len(taken), node) for node in places if (taken := self._local(idx.every, node, labels))]
+            if sizes and min(n for n, _node in sizes) > MAX_RESULTS:
+                fewest, where = min(sizes, key=lambda m: m[0])
+                return (f"allocationMode All takes every matching device, {fewest} on {where or 'the shared pools'} "
+                        f"(the fewest on any node), and a claim can be allocated at most {MAX_RESULTS}")
             for c in mine:
                 for node in places:
                     here = [self.devices[i] for i in self._local(idx.every, node, labels)]
@@ -1608,6 +1627,8 @@ class Allocator:
                     f"({', '.join(shown[:3])}{' ...' if len(shown) > 3 else ''}) and the request "
                     f"{'tolerates none of these taints' if len(shown) > 1 else 'does not tolerate that taint'}")
         assert count is not None
+        if count > MAX_RESULTS:
+            return f"it asks for {count} devices and a claim can be allocated at most {MAX_RESULTS}"
         chosen = [self.devices[i] for i in usable]
         match = tuple(c.attribute for c in mine if c.kind == "matchAttribute")
         distinct = tuple(c.attribute for c in mine if c.kind == "distinctAttribute")

@@ -107,6 +107,7 @@ T4_ONLY = f"device.attributes['{NV}'].productName == '{T4}'"
 NO_SCHEDULE = {"key": "example.com/maintenance", "value": "fw", "effect": "NoSchedule"}
 PAIR = [rslice("n0", dev("gpu-0"), dev("gpu-1", T4))]
 ROOT = "resource.kubernetes.io/pcieRoot"
+FORTY = [rslice("n0", *(dev(f"g{i}") for i in range(40)))]
 ONE = [rslice("n0", dev("gpu-0"))]
 
 
@@ -307,6 +308,20 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
         {"name": "all", "deviceClassName": NV, "allocationMode": "All"}, {"name": "two", "deviceClassName": NV,
                                                                           "count": 2}]}),
      PAIR, overlap(1, "g", "request 't4'", 2)),
+    # A claim is allocated at most 32 devices (AllocationResultsMaxSize).
+    ("more-than-32", claim(req("a", 33)), FORTY,
+     alone("a", "it asks for 33 devices and a claim can be allocated at most 32")),
+    ("all-more-than-32", claim(req("a", allocationMode="All")), FORTY,
+     alone("a", "allocationMode All takes every matching device, 40 on n0 (the fewest on any node), and a claim can "
+                "be allocated at most 32")),
+    ("requests-more-than-32", claim(req("a", 20), req("b", 13)), FORTY,
+     [("/spec/devices/requests/1", "request 'b' together with request 'a': no devices of the cluster can serve them "
+                                   "together: they ask for 33 devices and a claim can be allocated at most 32")]),
+    ("requests-32", claim(req("a", 20), req("b", 12)), FORTY, []),
+    ("all-32", claim(req("a", allocationMode="All")), [rslice("n0", *(dev(f"g{i}") for i in range(32)))], []),
+    ("all-33-then-fewer", claim({"name": "g", "firstAvailable": [
+        {"name": "all", "deviceClassName": NV, "allocationMode": "All"}, {"name": "one", "deviceClassName": NV}]}),
+     [rslice("n0", *(dev(f"g{i}") for i in range(33)))], []),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
