@@ -650,3 +650,38 @@ def test_slices_bound_to_no_node_reach_every_node_when_labels_are_unknown() -> N
     shared_only = allocator(rslice(None, dev("x-0"), dev("x-1"), allNodes=True))
     ((_r, a), (_s, b)) = shared_only.diagnose([two]).outcomes
     assert [d.name for d in a.devices] == [d.name for d in b.devices] == ["x-0", "x-1"]
+
+
+def taint_rule(selector: dict[str, Any] | None, effect: str = "NoSchedule") -> dict[str, Any]:
+    spec: dict[str, Any] = {"taint": {"key": "example.com/drain", "value": "rack-3", "effect": effect}}
+    if selector is not None:
+        spec["deviceSelector"] = selector
+    return {"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceTaintRule", "metadata": {"name": "drain"},
+            "spec": spec}
+
+
+@pytest.mark.parametrize(("rule", "tainted"), [
+    (taint_rule({}), ["n0/gpu-0", "n0/gpu-1", "n1/gpu-0"]),  # the empty selector: every device
+    (taint_rule(None), []),  # no selector: none
+    (taint_rule({"driver": NV, "pool": "n0"}), ["n0/gpu-0", "n0/gpu-1"]),
+    (taint_rule({"pool": "n0", "device": "gpu-1"}), ["n0/gpu-1"]),
+    (taint_rule({"device": "gpu-0"}), ["n0/gpu-0", "n1/gpu-0"]),
+    (taint_rule({"driver": "other.example.com"}), []),
+    (taint_rule({"deviceClassName": NV}), []),  # the alpha API's class and CEL selectors are not read
+    (taint_rule({"selectors": [{"cel": {"expression": "true"}}]}), []),
+    ({"kind": "DeviceTaintRule", "spec": {"deviceSelector": {}, "taint": {"key": "k"}}}, []),  # no effect
+])
+def test_device_taint_rules_taint_the_devices_they_select(rule: dict[str, Any], tainted: list[str]) -> None:
+    inventory = build_inventory([rslice("n0", dev("gpu-0"), dev("gpu-1")), rslice("n1", dev("gpu-0")), rule])
+    assert [f"{d.pool}/{d.name}" for d in inventory.devices if d.taints] == tainted
+    for d in inventory.devices:
+        assert d.taints in ((), (DeviceTaint("example.com/drain", "rack-3", "NoSchedule"),))
+
+
+def test_a_device_taint_rule_in_the_nodes_file_keeps_requests_off_the_devices() -> None:
+    slices = [rslice("n0", dev("gpu-0")), taint_rule({"pool": "n0"}, "NoExecute")]
+    assert findings("dra-claim", claim(req("a")), slices) == alone(
+        "a", "the 1 matching device is tainted (example.com/drain=rack-3:NoExecute) and the request does not "
+             "tolerate that taint")
+    tolerating = claim(req("a", tolerations=[{"operator": "Exists"}]))
+    assert findings("dra-claim", tolerating, slices) == []
