@@ -1851,9 +1851,14 @@ def _distinct_best(groups: list[list[Device]] | list[tuple[Device, ...]], attrib
         unique = {id(d): d for d in here}.values()
         counts = []
         for attribute in attributes:
-            counts.append(len({v for d in unique if (v := _match_values(d, (attribute,))) is not None}))
+            counts.append(len({_distinct_value(v) for d in unique if (v := _typed(d, attribute)) is not None}))
         best = max(best, min(counts, default=0))
     return best
+
+
+def _distinct_value(value: tuple[str, Any]) -> tuple[str, Any]:
+    """A typed value as distinctAttribute tells values apart: versions by precedence (build metadata aside)."""
+    return (value[0], value[1].key) if value[0] == "version" else value
 
 
 def constraint_reason(constraint: ClaimConstraint, served: list[tuple[tuple[Device, ...], int]]) -> str | None:

@@ -322,6 +322,32 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
     ("all-33-then-fewer", claim({"name": "g", "firstAvailable": [
         {"name": "all", "deviceClassName": NV, "allocationMode": "All"}, {"name": "one", "deviceClassName": NV}]}),
      [rslice("n0", *(dev(f"g{i}") for i in range(33)))], []),
+    # matchAttribute: values of different types never match; versions match as written (build metadata counts).
+    ("match-types", claim(req("a"), req("b"), constraints=[{"matchAttribute": f"{NV}/index"}]),
+     [rslice("n0", dev("d0", index={"int": 1}), dev("d1", index={"string": "1"}))],
+     [("/spec/devices/constraints/0", f"matchAttribute {NV}/index over requests 'a', 'b': no devices of the "
+                                      f"cluster can serve them together: they ask for 2 devices with the same "
+                                      f"{NV}/index on one node and no node has them")]),
+    ("match-version-build", claim(req("a"), req("b"), constraints=[{"matchAttribute": f"{NV}/fw"}]),
+     [rslice("n0", dev("d0", fw={"version": "1.0.0"}), dev("d1", fw={"version": "1.0.0+b1"}))],
+     [("/spec/devices/constraints/0", f"matchAttribute {NV}/fw over requests 'a', 'b': no devices of the "
+                                      f"cluster can serve them together: they ask for 2 devices with the same "
+                                      f"{NV}/fw on one node and no node has them")]),
+    ("distinct-version-build", claim(req("a", 2), constraints=[{"distinctAttribute": f"{NV}/fw"}]),
+     [rslice("n0", dev("d0", fw={"version": "1.0.0"}), dev("d1", fw={"version": "1.0.0+b1"}))],
+     alone("a", f"it asks for 2 devices with distinct {NV}/fw on one node and at most 1 distinct value is on any "
+                "node")),
+    # A shared device gives all of its capacity to one request.
+    ("capacity-whole-shared", claim(req("a", capacity={"requests": {"memory": "80Gi"}})),
+     [rslice("n0", dev("gpu-0", shared=True))], []),
+    # A constraint refusing a device after another accepted it gives the other's count back.
+    ("constraints-undone", claim(req("a"), req("b"), req("c", 1, T4_ONLY), constraints=[
+        {"requests": ["c"], "matchAttribute": f"{NV}/uuid"}, {"requests": ["a", "b"], "matchAttribute":
+                                                              f"{NV}/productName"},
+        {"requests": ["a", "b"], "distinctAttribute": f"{NV}/uuid"}]),
+     [rslice("n0", dev("d0", uuid={"string": "u1"}), dev("d1", uuid={"string": "u1"}),
+             dev("d2", T4, uuid={"string": "u2"}), dev("d3", T4, uuid={"string": "u3"}),
+             dev("d4", T4, uuid={"string": "u4"}))], []),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
@@ -416,6 +442,15 @@ def test_a_slice_with_a_node_selector_serves_the_nodes_it_selects() -> None:
      {}, True),
     ({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["m"]}]},
                             {"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}, "n", {"a": "1"}, True),
+    ({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["m"]}]}]}, "n",
+     {}, False),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}]}, "n",
+     {"a": "2"}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}]}, "n", {}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["-3"]}]}]}, "n",
+     {"a": "-1"}, True),
+    ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}]}, "n",
+     {"a": "2-"}, False),
     ({"nodeSelectorTerms": []}, "n", {}, False),
     ({"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Bogus"}]}]}, "n", {"a": "1"}, False),
 ])
@@ -465,10 +500,25 @@ G = Fraction(GI)
     (CapacityPolicy(has_range=True, minimum=10 * G, maximum=40 * G, step=10 * G), 45 * G, 50 * G, True),
     (CapacityPolicy(has_range=True, minimum=10 * G, maximum=40 * G, step=10 * G), 40 * G, 40 * G, False),
     (CapacityPolicy(default=5 * G, has_range=True, minimum=10 * G, maximum=40 * G), None, 5 * G, False),
+    # the default is allowed even where the range would not allow it
+    (CapacityPolicy(default=5 * G, has_range=True, minimum=10 * G, step=10 * G), None, 5 * G, False),
+    (CapacityPolicy(default=G, valid_values=(10 * G, 20 * G)), 30 * G, 30 * G, True),
+    (CapacityPolicy(valid_values=(10 * G, 20 * G)), 10 * G, 10 * G, False),  # a valid value is itself
+    (CapacityPolicy(minimum=10 * G), 5 * G, 5 * G, False),  # a minimum without validRange rounds nothing
 ])
 def test_capacity_request_policies(policy: CapacityPolicy, requested: Fraction | None, consumed: Fraction,
                                    violated: bool) -> None:
     assert policy.consumed(requested, 80 * G) == consumed
+    assert policy.violated_by(consumed) is violated
+
+
+@pytest.mark.parametrize(("policy", "consumed", "violated"), [
+    (CapacityPolicy(has_range=True, minimum=10 * G, step=10 * G), 15 * G, True),  # off the step from min
+    (CapacityPolicy(has_range=True, minimum=10 * G, step=10 * G), 30 * G, False),
+    (CapacityPolicy(has_range=True, step=10 * G), 20 * G, False),  # no min: steps from 0
+    (CapacityPolicy(has_range=True, minimum=10 * G, maximum=40 * G), 41 * G, True),
+])
+def test_what_a_request_policy_refuses(policy: CapacityPolicy, consumed: Fraction, violated: bool) -> None:
     assert policy.violated_by(consumed) is violated
 
 
