@@ -108,6 +108,8 @@ NO_SCHEDULE = {"key": "example.com/maintenance", "value": "fw", "effect": "NoSch
 PAIR = [rslice("n0", dev("gpu-0"), dev("gpu-1", T4))]
 ROOT = "resource.kubernetes.io/pcieRoot"
 FORTY = [rslice("n0", *(dev(f"g{i}") for i in range(40)))]
+K_TAINT = {"key": "k", "effect": "NoSchedule"}
+SHARED = rslice(None, dev("x0"), dev("x1", T4), allNodes=True)
 ONE = [rslice("n0", dev("gpu-0"))]
 
 
@@ -348,6 +350,32 @@ CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[tuple[str, str
      [rslice("n0", dev("d0", uuid={"string": "u1"}), dev("d1", uuid={"string": "u1"}),
              dev("d2", T4, uuid={"string": "u2"}), dev("d3", T4, uuid={"string": "u3"}),
              dev("d4", T4, uuid={"string": "u4"}))], []),
+    # Why a request alone cannot be served, in more shapes.
+    ("subrequest-own-constraint", claim({"name": "g", "firstAvailable": [
+        {"name": "big", "deviceClassName": NV, "count": 2}]}, constraints=[
+        {"requests": ["g/big"], "matchAttribute": f"{NV}/productName"}]), PAIR,
+     alone("g", f"it asks for 2 devices with the same {NV}/productName on one node and at most 1 matches on any "
+                "node")),
+    ("all-shared-pools", claim(req("a", allocationMode="All"), constraints=[{"matchAttribute": f"{NV}/productName"}]),
+     [SHARED], alone("a", f"allocationMode All takes all 2 matching devices on the shared pools, and they do not all "
+                          f"share {NV}/productName")),
+    ("own-and-shared", claim(req("a", 4)), [rslice("n0", dev("g0")), SHARED],
+     alone("a", "it asks for 4 devices on one node and at most 3 match on any node")),
+    ("shared-only", claim(req("a", 2)), [rslice(None, dev("x0"), allNodes=True)],
+     alone("a", "it asks for 2 devices on one node and at most 1 matches on any node")),
+    ("two-tainted", claim(req("a", 2)), [rslice("n0", dev("g0"), dev("g1", taints=[K_TAINT]), dev("g2", taints=[
+        K_TAINT]))],
+     alone("a", "it asks for 2 devices on one node and at most 1 matches on any node (2 more are tainted and not "
+                "tolerated)")),
+    ("three-of-two", claim(req("a", 3)), PAIR, alone("a", "it asks for 3 devices on one node and at most 2 match on "
+                                                          "any node")),
+    ("two-distinct-attributes", claim(req("a", 2), constraints=[
+        {"distinctAttribute": f"{NV}/uuid"}, {"distinctAttribute": f"{NV}/index"}]),
+     [rslice("n0", dev("g0", uuid={"string": "u"}, index={"int": 0}), dev("g1", uuid={"string": "u"}, index={
+         "int": 1}))],
+     alone("a", f"it asks for 2 devices with distinct {NV}/uuid, {NV}/index on one node and at most 1 distinct value "
+                "is on any node")),
+    ("overlap-first-two-of-three", claim(req("a"), req("b"), req("c")), ONE, overlap(1, "b", "request 'a'", 2)),
     # Devices on two nodes never combine.
     ("two-nodes", claim(req("a"), req("b")), [rslice("n0", dev("gpu-0")), rslice("n1", dev("gpu-0"))],
      overlap(1, "b", "request 'a'", 2)),
@@ -415,7 +443,17 @@ def test_a_slice_with_a_node_selector_serves_the_nodes_it_selects() -> None:
     labels = {"n0": {"rack": "r0"}, "n1": {"rack": "r1"}}
     assert findings("eligible-node", pod_of("a"), slices, (two,), labels) == []
     only_n0 = {**pod_of("a"), "spec": {**pod_of("a")["spec"], "nodeSelector": {"rack": "r0"}}}
-    assert [p for p, _m in findings("eligible-node", only_n0, slices, (two,), labels)] == ["/spec/resourceClaims/0"]
+    assert findings("eligible-node", only_n0, slices, (two,), labels) == [(
+        "/spec/resourceClaims/0", f"no devices can be allocated for claim 'c0' (ResourceClaim ns/a: request 'b' "
+                                  f"together with request 'a': they ask for 2 devices on one node, and no node has "
+                                  f"devices that can serve them all ({ONE_EACH})); the pod would stay Pending")]
+    # On a node with no device of its own, the shared slice that does not select it is not in reach either.
+    bare = [rslice("n1", dev("gpu-0")), rslice(None, dev("x-0"), nodeSelector=selector)]
+    one = claim(req("a"), name="a")
+    assert findings("eligible-node", only_n0, bare, (one,), labels) == [(
+        "/spec/resourceClaims/0", "no device can be allocated for claim 'c0' (ResourceClaim ns/a request 'a'): no "
+                                  "ResourceSlice publishes a device on a node the pod can land on (its nodeSelector, "
+                                  "affinity and tolerations); the pod would stay Pending")]
 
 
 @pytest.mark.parametrize(("selector", "name", "labels", "expected"), [
@@ -587,6 +625,16 @@ def test_the_devices_a_request_gets_are_those_of_some_allocation() -> None:
     inv2 = allocator(rslice("n0", dev("gpu-0"), dev("gpu-1", T4), dev("gpu-2", T4)))
     outcomes = inv2.diagnose([requests_of(pair)]).outcomes
     assert [[d.name for d in o.devices] for _r, o in outcomes] == [["gpu-1", "gpu-2"], ["gpu-1", "gpu-2"]]
+    # Two requests, no constraint: the T4 must go to the request only it serves, so the other gets the A100 only.
+    split = inv2.diagnose([requests_of(claim(req("any"), req("t4", 1, T4_ONLY)))]).outcomes
+    assert [[d.name for d in o.devices] for _r, o in split] == [["gpu-0", "gpu-1", "gpu-2"], ["gpu-1", "gpu-2"]]
+    exclusive = allocator(rslice("n0", dev("gpu-0"), dev("gpu-1", T4))).diagnose(
+        [requests_of(claim(req("any"), req("t4", 1, T4_ONLY)))]).outcomes
+    assert [[d.name for d in o.devices] for _r, o in exclusive] == [["gpu-0"], ["gpu-1"]]
+    # allocationMode All first: every device it takes; the request after it what is left.
+    after_all = allocator(rslice("n0", dev("gpu-0"), dev("gpu-1", T4))).diagnose(
+        [requests_of(claim(req("t4s", 1, T4_ONLY, allocationMode="All"), req("any")))]).outcomes
+    assert [[d.name for d in o.devices] for _r, o in after_all] == [["gpu-1"], ["gpu-0"]]
     # The pod can land on n1 only: the subrequest n1 can serve, its devices there; on no node, nothing.
     ((_r, on_n1),) = inv.diagnose([requests_of(fa)], ["n1"]).outcomes
     assert ([d.name for d in on_n1.devices], on_n1.count) == (["gpu-0"], 1)
