@@ -236,6 +236,22 @@ def test_invalid_crl_files_are_located(tmp_path: Path) -> None:
                               "data.limits: 'sometimes' is not one of ['disabled', 'required', 'optional']"}]
 
 
+def test_a_broken_document_in_a_crl_file_loses_no_crl_after_it(tmp_path: Path) -> None:
+    """--crl files were read as one stream: a tab-indented document before the CRL ConfigMaps dropped them all, so
+    the CRL's policy went unchecked. Now they are read one '---' part at a time, as lint inputs are (kubectl's
+    split): the broken document is an error on its line and the CRLs after it still apply."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "crl-request-policy"
+    crl = tmp_path / "crl.yaml"
+    crl.write_text("apiVersion: v1\nkind: Service\nmetadata:\n\tname: x\n---\n" + (fixtures / "crl.yaml").read_text())
+    proc = cc("lint", str(fixtures / "fail.from-limits.yaml"), "--crl", str(crl), "--format", "json")
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 2
+    assert out["errors"] == [{"file": str(crl), "line": 4,
+                              "message": "invalid YAML: found character that cannot start any token"}]
+    assert [(f["rule"], f["line"]) for f in out["findings"]] == [
+        ("crl-request-policy", 14), ("extended-resource-invalid", 14)]
+
+
 def test_the_baseline_is_validated_by_its_schema(tmp_path: Path) -> None:
     """Entries that were not mappings were skipped and missing fields read as "None": a hand-edited baseline
     silently matched nothing. Now every problem is an error at its line."""

@@ -284,8 +284,9 @@ def test_helm_findings_map_to_the_template_line_that_wrote_the_field(helm_path: 
     assert found == [
         ("dtype-unsupported-by-gpu", "demo-server", deployment, 38, 15),
         ("extended-resource-invalid", "demo-server", deployment, 40, 13),
-        ("dtype-unsupported-by-gpu", "demo-worker-a", workers, 19, 11),
-        ("dtype-unsupported-by-gpu", "demo-worker-b", workers, 19, 11)]
+        # args: ["--dtype={{ ... }}"]: the item inside the flow sequence, not the 'args' key
+        ("dtype-unsupported-by-gpu", "demo-worker-a", workers, 19, 18),
+        ("dtype-unsupported-by-gpu", "demo-worker-b", workers, 19, 18)]
     # A pod spec written by {{ include "serving.podSpec" . }}: the walk goes on in the named template's define.
     helper = cc("lint", "--helm-chart", SERVING, "--set", "embedder.dtype=bfloat16", "--set", "embedder.model=m",
                 "--format", "json", env=env)
@@ -318,6 +319,53 @@ def test_template_walker_follows_the_pointer_through_the_template(helm_path: str
     obj: JsonObject = json.loads(json.dumps(__import__("ruamel.yaml").yaml.YAML(typ="safe").load(proc.stdout)))
     lines = (ROOT / SERVING / "templates" / "deployment.yaml").read_text().splitlines()
     assert TemplateWalker.of(lines, obj).line(pointer, obj) == line
+
+
+FLOW = "fixtures/_charts/flowstyle"
+
+
+def test_helm_findings_in_flow_collections_and_after_actions_over_several_lines(helm_path: str) -> None:
+    """Flow-style values (args in brackets over two lines, resources in braces) map to the item's or key's own line
+    and column; a container written by an include whose dict spans three lines maps into the named template's
+    define (before, the walk stopped at the 'args:' key, and gave the sidecar the server's line)."""
+    env = {"PATH": f"{helm_path}:{os.environ['PATH']}"}
+    proc = cc("lint", "--helm-chart", FLOW, "--set", "dtype=bfloat16", "--set", "gpus=0.5", "--set",
+              "sidecarDtype=bfloat16", "--format", "json", env=env)
+    assert proc.returncode == 1, proc.stderr
+    deployment, helpers = f"{FLOW}/templates/deployment.yaml", f"{FLOW}/templates/_helpers.tpl"
+    lines = (ROOT / deployment).read_text().splitlines()
+    assert lines[27][28:] == "{{ .Values.dtype | quote }}]"
+    assert lines[28][39:].startswith("nvidia.com/gpu: {{ .Values.gpus }}")
+    assert (ROOT / helpers).read_text().splitlines()[9][9:] == '"--dtype={{ .dtype }}"]'
+    found = json.loads(proc.stdout)["findings"]
+    assert [(f["rule"], f["pointer"], f["file"], f["line"], f["column"]) for f in found] == [
+        ("dtype-unsupported-by-gpu", "/spec/template/spec/containers/0/args/3", deployment, 28, 29),
+        ("dtype-unsupported-by-gpu", "/spec/template/spec/containers/1/args/1", helpers, 10, 10),
+        ("extended-resource-invalid", "/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu",
+         deployment, 29, 40)]
+
+
+@pytest.mark.parametrize(("pointer", "where"), [
+    ("/spec/template/spec/containers/0/args/1", (27, 29)),  # "Qwen/Qwen2-7B-Instruct", first line of the flow
+    ("/spec/template/spec/containers/0/args/3", (28, 29)),  # the action on the flow's second line
+    ("/spec/template/spec/containers/0/resources/limits/cpu", (29, 32)),
+    ("/spec/template/spec/containers/0/image", (26, None)),
+    ("/spec/template/spec/nodeSelector/nvidia.com~1gpu.product", (18, 22)),  # under a {{- with }} over two lines
+    ("/spec/template/spec/tolerations/1/value", (22, 33)),  # a flow sequence of flow mappings over four lines
+    ("/spec/template/spec/tolerations/0/effect", (21, 49)),
+    ("/spec/selector/matchLabels/app", (11, 19)),
+    ("/metadata/labels/app.kubernetes.io~1name", (6, None)),  # written by an include whose dict spans lines
+])
+def test_template_walker_in_flow_collections(helm_path: str, pointer: str, where: tuple[int, int | None]) -> None:
+    from compatcheck.core.jsonutil import JsonObject
+    from compatcheck.io.templatemap import TemplateWalker
+
+    proc = subprocess.run([f"{helm_path}/helm", "template", "demo", FLOW, "--show-only", "templates/deployment.yaml"],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    obj: JsonObject = json.loads(json.dumps(__import__("ruamel.yaml").yaml.YAML(typ="safe").load(proc.stdout)))
+    path = str(ROOT / FLOW / "templates" / "deployment.yaml")
+    lines = (ROOT / FLOW / "templates" / "deployment.yaml").read_text().splitlines()
+    assert TemplateWalker.of(lines, obj, path=path).where_column(pointer, obj) == (path, *where)
 
 
 def test_helm_errors_are_shown_whole(helm_path: str) -> None:

@@ -235,19 +235,57 @@ VALID_CRD = CRD.replace('"not: [valid YAML"', '"ok"}')
 BROKEN_CRD = CRD.replace('"not: [valid YAML"', '*undefined}')  # an error only composing finds
 
 
-def test_documents_without_pod_specs_are_skipped_before_the_full_parse() -> None:
-    # The CRD names an anchor nobody defined, which only composing finds: it is never composed, so no error; the
-    # documents after it keep their file lines and document numbers.
-    text = f"{BROKEN_CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
+class _CountBuilds:
+    """Counts the documents built (composed with positions) while it is in place of the builder."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from compatcheck.io import manifests
+
+        self.kinds: list[object] = []
+        real = manifests._DocumentBuilder
+
+        def counting(*args: object, **kwargs: object) -> object:
+            builder = real(*args, **kwargs)  # type: ignore[arg-type]
+            build = builder.build
+
+            def once(node: object) -> object:
+                builder.build = build  # type: ignore[method-assign]
+                data = build(node)  # type: ignore[arg-type]
+                self.kinds.append(data.get("kind") if isinstance(data, dict) else data)
+                return data
+
+            builder.build = once  # type: ignore[method-assign]
+            return builder
+
+        monkeypatch.setattr(manifests, "_DocumentBuilder", counting)
+
+
+def test_documents_without_pod_specs_are_skipped_before_the_full_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CRD and the ConfigMap are never composed (only the pods are built); the documents after them keep their
+    # file lines and document numbers.
+    text = f"{VALID_CRD}---\n{GPU_POD}---\nkind: 'ConfigMap'\napiVersion: v1\ndata: {{a: b}}\n---\n{GPU_POD}"
     from compatcheck.io.lint import may_matter
 
+    built = _CountBuilds(monkeypatch)
     result = parse_text("repo.yaml", text, wanted=may_matter)
     assert result.errors == [] and result.skipped == 2
+    assert built.kinds == ["Pod", "Pod"]
     assert [(d.index, d.line, d.locate("/spec/containers/0/image")[0]) for d in result.documents] == [
         (1, 10, 16), (3, 24, 30)]
-    # Without the filter (compatcheck's own readers) everything is parsed, and the CRD is an error.
+
+
+def test_an_error_only_composing_finds_is_reported_in_a_skipped_document() -> None:
+    # An alias to an anchor nobody defined is no error of the YAML syntax: kubectl (go-yaml) finds it when it
+    # decodes, and stops there ("yaml: unknown anchor 'x' referenced"); compatcheck composes a skipped document
+    # whose text could hold one, and reports it on its line, as the full parse does.
+    from compatcheck.io.lint import may_matter
+
+    text = f"{BROKEN_CRD}---\n{GPU_POD}"
+    result = parse_text("repo.yaml", text, wanted=may_matter)
+    assert [(e.message, e.line) for e in result.errors] == [("invalid YAML: found undefined alias", 8)]
     assert [(e.message, e.line) for e in parse_text("repo.yaml", text).errors] == [
         ("invalid YAML: found undefined alias", 8)]
+    assert (result.skipped, [d.index for d in result.documents]) == (0, [1])
 
 
 def test_a_skipped_document_that_is_not_yaml_is_still_an_error() -> None:
@@ -303,16 +341,18 @@ CRL_CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cf-crl-gpu}\n
 DRA_CLAIM = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {}\n"
 
 
-def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed() -> None:
+def test_a_list_whose_items_hold_no_pod_spec_is_skipped_unparsed(monkeypatch: pytest.MonkeyPatch) -> None:
     from compatcheck.io.lint import may_matter
 
     configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m}\ndata: {a: b}\n"
-    # Two CRDs (the first names an anchor nobody defined: proof it is never composed) and a ConfigMap: skipped,
-    # like the documents themselves. As does a *List kind, with its items indented under 'items:'.
-    for text in (_as_list(BROKEN_CRD, VALID_CRD, configmap),
-                 _as_list(BROKEN_CRD, configmap, dash=2).replace("kind: List", "kind: CustomResourceDefinitionList")):
+    # Two CRDs and a ConfigMap: skipped, never composed, like the documents themselves. As does a *List kind, with
+    # its items indented under 'items:'.
+    for text in (_as_list(VALID_CRD, VALID_CRD, configmap),
+                 _as_list(VALID_CRD, configmap, dash=2).replace("kind: List", "kind: CustomResourceDefinitionList")):
+        built = _CountBuilds(monkeypatch)
         result = parse_text("l.yaml", f"{text}---\n{GPU_POD}", wanted=may_matter)
         assert (result.errors, result.skipped, [d.index for d in result.documents]) == ([], 1, [1]), text
+        assert built.kinds == ["Pod"]
     # A List holding anything that can matter is parsed: a pod, a cf-crl ConfigMap, a DRA claim, a List.
     for item in (GPU_POD, CRL_CONFIGMAP, DRA_CLAIM, _as_list(configmap)):
         result = parse_text("l.yaml", _as_list(configmap, VALID_CRD, item),
@@ -384,3 +424,82 @@ def test_fix_writes_nothing_into_a_file_with_a_duplicate_key(tmp_path: Path) -> 
     assert f.read_text() == text.replace("  name: app\n", "  name: app\n  name: app2\n", 1)
     assert "skipped fix for crl-default-missing: a key is written twice in it (yaml-duplicate-key): remove the " \
            "duplicate first" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------ the kind scan, fooled?
+
+_POD_BODY = "metadata:\n  name: {name}\n  annotations:\n    note: {note}\nspec:\n  containers:\n  - name: c\n" \
+            "    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources: {{limits: {{nvidia.com/gpu: 1}}}}\n"
+
+
+def _pod(name: str, kind_line: str = "kind: Pod", note: str = "x") -> str:
+    return f"apiVersion: v1\n{kind_line}\n" + _POD_BODY.format(name=name, note=note)
+
+
+# Pods written so that a line 'kind: <a kind without pod specs>' stands at column 0 without being the top-level kind
+# (a quoted scalar or flow collection going on at column 0, which libyaml and go-yaml accept), while the real kind
+# is written in a way a line scan does not read; and kinds a line scan misreads. Each must be parsed (kubectl reads a
+# Pod: tests/e2e/test_yaml_stream.py), never skipped.
+FAKE = '"x\nkind: CustomResourceDefinition"'
+TRICKY_PODS = [
+    ("quoted-key", _pod("t1", '"kind": Pod', FAKE)),
+    ("space-before-colon", _pod("t2", "kind : Pod", FAKE)),
+    ("value-below", _pod("t3", "kind:\n  Pod", "'x\nkind: ConfigMap'")),
+    ("tagged-value", _pod("t4", "kind: !!str Pod", FAKE)),
+    ("anchored-value", _pod("t5", "kind: &k Pod", FAKE)),
+    ("escaped-value", _pod("t6", 'kind: "\\x50od"', FAKE)),
+    ("fake-in-flow", _pod("t7", "'kind': Pod").replace("  annotations:\n    note: x\n",
+                                                       "  labels: {a: b,\nkind: CustomResourceDefinition\n}\n")),
+    ("flow-root", "{apiVersion: v1,\nkind: Pod,\nmetadata: {name: t8},\n"
+                  "spec: {containers: [{name: c, image: 'nvidia/cuda:12.4.1-base-ubuntu22.04'}]}}\n"),
+    ("alias-value", _pod("t9", "kind: *k", "&k Pod").replace("apiVersion: v1\nkind: *k\n", "apiVersion: v1\n")
+     .replace("spec:\n", "kind: *k\nspec:\n")),
+    ("crlf", _pod("t10").replace("\n", "\r\n")),
+    ("indented-root", "".join("  " + line + "\n" for line in _pod("t11", "kind: Pod", FAKE.replace(
+        "kind:", "  kind:")).splitlines()).replace("  kind: Pod\n", "  'kind': Pod\n")),
+]
+
+
+@pytest.mark.parametrize(("case", "text"), TRICKY_PODS, ids=[c for c, _ in TRICKY_PODS])
+def test_the_kind_scan_never_skips_a_pod(case: str, text: str) -> None:
+    from compatcheck.io.lint import may_matter
+
+    # After a CRD that is skipped (so the scan runs on the Pod as a later document, too).
+    for body in (text, f"{VALID_CRD}---\n{text}"):
+        result = parse_text("p.yaml", body, wanted=may_matter)
+        assert result.errors == [], result.errors
+        assert [d.data["kind"] for d in result.documents] == ["Pod"], case
+        assert result.skipped == (1 if body != text else 0)
+
+
+def test_the_kind_scan_still_skips_what_it_can_tell() -> None:
+    from compatcheck.io.lint import may_matter
+
+    # A CRD in CRLF, with a comment after the kind, quoted, after '--- # comment', after a BOM (read_file strips it).
+    for crd in (VALID_CRD.replace("\n", "\r\n"), VALID_CRD.replace("Definition\n", "Definition  # a CRD\n"),
+                VALID_CRD.replace("kind: CustomResourceDefinition", "kind: 'CustomResourceDefinition'")):
+        result = parse_text("c.yaml", f"{GPU_POD}--- # the CRD\n{crd}", wanted=may_matter)
+        assert (result.errors, result.skipped, len(result.documents)) == ([], 1, 1), crd
+
+
+BOM_LATER = f"{VALID_CRD}---\n\ufeff{_pod('bom')}"  # files joined with cat, the second one saved with a BOM
+
+
+def test_a_bom_starting_a_later_document_is_skipped_as_kubectl_skips_it() -> None:
+    from compatcheck.io.lint import may_matter
+
+    result = parse_text("p.yaml", BOM_LATER, wanted=may_matter)
+    assert (result.errors, result.notes, result.skipped) == ([], [], 1)
+    assert [(d.data["kind"], d.line) for d in result.documents] == [("Pod", 10)]
+
+
+def test_what_follows_an_end_marker_is_skipped_with_a_note_as_kubectl_ignores_it() -> None:
+    # Text after '...' (kubectl, through go-yaml, reads the first document of each '---' part): a document the
+    # parser would read, or text it cannot, is skipped with a note, neither linted nor an error.
+    for after in ("apiVersion: v1\nkind: Pod\nmetadata: {name: q}\n", "not: [closed\n"):
+        result = parse_text("p.yaml", f"{GPU_POD}...\n{after}", wanted=lambda kind, _text: True)
+        assert [d.data["metadata"]["name"] for d in result.documents] == ["p"]
+        assert result.errors == []
+        assert [(n.line, n.message) for n in result.notes] == [
+            (11, "text after a '...' end marker and before the next '---' line: kubectl reads nothing there (go-yaml "
+                 "reads the first document of each '---' part); skipped")]

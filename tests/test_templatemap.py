@@ -17,7 +17,8 @@ POINTERS = ["", "/kind", "/metadata/labels/a", "/spec/template/spec/containers/0
             "/spec/template/spec/containers/1/name", "/spec/template/spec/volumes/2",
             "/spec/template/spec/containers/0/env/0/name"]
 SPLICES = ["---", "- ", "-", "  - - x", "{{- end }}", "a: |", "key:", '"q": 1', "- {{ . }}", "'a': b", ":", "- :",
-           "{{- range .Values.x }}", "  {{ toYaml . | nindent 2 }}"]
+           "{{- range .Values.x }}", "  {{ toYaml . | nindent 2 }}", "args: [a,", "  {k: [v, {{ .x }}", "]}",
+           "  {{- include \"x\" (dict", "- [1, {a: b}]", "k: {a: 'q''", "r: {{ .x }"]
 
 
 def test_mangled_templates_never_raise() -> None:
@@ -40,6 +41,8 @@ def test_mangled_templates_never_raise() -> None:
             else:
                 lines[i] = lines[i][:rng.randint(0, len(lines[i]))]
         walker = TemplateWalker.of(lines, OBJ, rng.randint(0, 3))
+        assert walker.lines is lines
         for pointer in POINTERS:
-            line = walker.line(pointer, OBJ)
+            _path, line, column = walker.where_column(pointer, OBJ)
             assert line is None or 1 <= line <= len(lines)
+            assert column is None or (line is not None and 1 <= column <= len(lines[line - 1]))

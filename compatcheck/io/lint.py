@@ -13,7 +13,7 @@ from typing import Any
 from compatcheck.core.checks.base import EvalContext, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
-from compatcheck.core.crl import CRL_TYPE, CrlIndex, claims_crl
+from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.dra import KINDS as DRA_KINDS
 from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.dra import is_dra
@@ -26,7 +26,7 @@ from compatcheck.core.workloads import known_kind_names, object_ref
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io import imagefacts
 from compatcheck.io.imagecache import ImageCache
-from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes
+from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes, may_hold_crl
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
     Document,
@@ -78,7 +78,7 @@ def may_matter(kind: str, text: str) -> bool:
     if kind.endswith("List"):
         items = list_items(text)
         return items is None or any(k.endswith("List") or may_matter(k, t) for k, t in items)
-    return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
+    return may_hold_crl(kind, text)
 
 
 @dataclass

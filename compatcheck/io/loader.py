@@ -25,12 +25,20 @@ from compatcheck.core.cluster import (
     node_record,
     profile_to_nodes,
 )
-from compatcheck.core.crl import CrlIndex, build_index, claims_crl
+from compatcheck.core.crl import CRL_TYPE, CrlIndex, build_index, claims_crl
 from compatcheck.core.dra import INVENTORY_KINDS, build_inventory
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
-from compatcheck.io.manifests import Document, expand_paths, iter_objects, load_data, parse_text, read_file
+from compatcheck.io.manifests import (
+    Document,
+    expand_paths,
+    iter_objects,
+    list_items,
+    load_data,
+    parse_text,
+    read_file,
+)
 
 # Former table names an admin's files may still use: their rows join the table's (admin rows first).
 TABLE_ALIASES = {"image-patterns": "image-profiles"}
@@ -356,12 +364,22 @@ class CrlSource:
         return self.doc.locate(self.prefix + pointer)[0] if self.doc is not None else None
 
 
+def may_hold_crl(kind: str, text: str) -> bool:
+    """Whether a document of ``kind`` (its text: ``text``) may be, or hold, a cf-crl CRL ConfigMap: the cheap test
+    that lets every other document be skipped before the position-tracking parse."""
+    if kind.endswith("List"):
+        items = list_items(text)
+        return items is None or any(k.endswith("List") or may_hold_crl(k, t) for k, t in items)
+    return kind == "ConfigMap" and (CRL_TYPE in text or "cf-crl-" in text)
+
+
 def load_crl_objects(paths: list[str], max_bytes: int) -> tuple[list[CrlSource], list[Diagnostic]]:
     files, missing = expand_paths(paths)
     errors = [replace(e, kind="crl") for e in missing]
     found: list[CrlSource] = []
     for f in files:
-        parsed = read_file(f, max_bytes)
+        # read one '---' part at a time, as lint inputs are: a broken document loses no CRL after it
+        parsed = read_file(f, max_bytes, wanted=may_hold_crl)
         errors.extend(replace(e, kind="crl") for e in parsed.errors)
         for doc in parsed.documents:
             for prefix, obj in iter_objects(doc):
@@ -384,5 +402,5 @@ def crl_index(objects: list[CrlSource]) -> tuple[CrlIndex, list[Diagnostic]]:
     return index, errors
 
 
-__all__ = ["CrlSource", "Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects",
-           "load_nodes", "load_rules"]
+__all__ = ["CrlSource", "Loaded", "RuleLoadError", "builtin_rules_dir", "crl_index", "load_crl_objects", "load_nodes",
+           "load_rules", "may_hold_crl"]

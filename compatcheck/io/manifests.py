@@ -17,13 +17,14 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import BaseResolver
 from ruamel.yaml.tag import Tag
@@ -135,7 +136,7 @@ class _DocumentBuilder:
                     # go-yaml v2 applies a merge where it stands: it overrides the keys before it, the keys after
                     # it override it, and of a list of mappings the first wins.
                     from_merge = from_merge if from_merge is not None else set()
-                    for built, built_table in reversed(self._merge_sources(value_node)):
+                    for built, built_table in reversed(self._merge_sources(key_node, value_node)):
                         for k, v in built.items():
                             out[k] = v
                             from_merge.add(k)
@@ -177,13 +178,21 @@ class _DocumentBuilder:
             self.positions[id(out)] = table
         return out
 
-    def _merge_sources(self, value_node: Node) -> list[tuple[dict[str, Any], dict[Any, Position]]]:
-        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests)."""
+    def _merge_sources(self, key_node: Node, value_node: Node) -> list[tuple[dict[str, Any], dict[Any, Position]]]:
+        """YAML 1.1 merge keys (``<<: *anchor``, used in real manifests), as go-yaml v2 takes them: a mapping, an alias
+        of one, or a sequence written there whose items are mappings or aliases of mappings. An alias of a sequence
+        is refused, as go-yaml refuses it ("map merge requires map or sequence of maps as the value"): the composer
+        hands an alias back as the node it names, which starts before the '<<' key."""
+        key_at = (key_node.start_mark.line, key_node.start_mark.column)
+        aliased = (value_node.start_mark.line, value_node.start_mark.column) < key_at
+        if isinstance(value_node, SequenceNode) and aliased:
+            raise _BuildError("merge key '<<' of an alias of a sequence: kubectl (go-yaml) takes a mapping, an "
+                              "alias of one, or a sequence of them written there", key_node)
         sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
         out = []
         for src in sources:
             if not isinstance(src, MappingNode):
-                raise _BuildError("merge key '<<' needs a mapping or a list of mappings", src)
+                raise _BuildError("merge key '<<' needs a mapping or a list of mappings", key_node)
             built = self._mapping(src)
             out.append((built, self.positions.get(id(built), {})))
         return out
@@ -371,6 +380,10 @@ class _PlainResolver(BaseResolver):
     """Leaves plain scalars unresolved (``resolve_plain`` does it, faster than ruamel's per-scalar
     versioned regex walk, which dominated profiles) and tags everything else by node kind."""
 
+    # Read by ruamel's Python parser only (the ``pure`` composer): a ':' with no key before it is an empty key there,
+    # as it is in libyaml and go-yaml.
+    processing_version = (1, 2)
+
     def __init__(self, version: Any = None, loader: Any = None, loadumper: Any = None) -> None:
         super().__init__(loadumper=loadumper)
 
@@ -380,22 +393,32 @@ class _PlainResolver(BaseResolver):
         return _SEQ if kind is SequenceNode else _MAP
 
 
-_yaml_parser: YAML | None = None
+_yaml_parsers: dict[bool, YAML] = {}
 
 
-def _parser() -> YAML:
-    global _yaml_parser
-    if _yaml_parser is None:
-        _yaml_parser = YAML(typ="safe", pure=False)
-        _yaml_parser.Resolver = _PlainResolver
-    return _yaml_parser
+def _parser(pure: bool = False) -> YAML:
+    """The C composer, or (``pure``) ruamel.yaml's Python one: where a document defines an anchor twice, which
+    go-yaml accepts (an alias names the latest definition) and the C composer rejects."""
+    found = _yaml_parsers.get(pure)
+    if found is None:
+        found = _yaml_parsers[pure] = YAML(typ="safe", pure=pure)
+        found.Resolver = _PlainResolver
+    return found
 
 
-def _yaml_error(path: str, exc: YAMLError) -> Diagnostic:
+def _reused_anchor(exc: YAMLError) -> bool:
+    return "duplicate anchor" in str(getattr(exc, "context", "") or "")
+
+
+def _yaml_error(path: str, exc: YAMLError, text: str | None = None) -> Diagnostic:
+    """The error's line is that of ``text`` (libyaml puts the end of a text without a final newline on the line after
+    it: the text's last line is named then)."""
     if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         line = mark.line + 1 if mark is not None else None
+        if line is not None and text is not None and not text.endswith("\n") and line > text.count("\n") + 1:
+            line = text.count("\n") + 1
         return Diagnostic(path, f"invalid YAML: {problem}", line)
     return Diagnostic(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
@@ -414,10 +437,24 @@ VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.y
 
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
 # scalar may hold such a line, so they are safe to find with a regular expression).
-_DOC_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.M)
-_DOC_END = re.compile(r"^\.\.\.(?=[ \t\r\n]|$)", re.M)
+# (Found after a '\n', which the regular-expression engine looks for fast; the text's first line is looked at alone.)
+# A document starts at every line starting with '---', as kubectl's YAMLReader cuts them; only blanks or a comment may
+# follow, else it is an error (``_kubectl_separators``). When the document is parsed, its '---' line is read as
+# kubectl reads it: '---#x' as '--- #x' (YAML alone would read a scalar), '--- |' or '---foo' as '---'.
+_DOC_START = re.compile(r"\n---")
+_DOC_END = re.compile(r"\n\.\.\.(?=[ \t\r\n]|$)")
+
+
+def _line_starts(pattern: re.Pattern[str], text: str, start: int = 0, end: int | None = None) -> Iterator[int]:
+    """Where ``pattern`` (which starts with a '\n') matches a line of text[start:end], as the line's offset."""
+    end = len(text) if end is None else end
+    if pattern.match("\n" + text[start:start + 64]) and (start == 0 or text[start - 1] == "\n"):
+        yield start
+    for m in pattern.finditer(text, start, end):
+        yield m.start() + 1
 # A top-level 'kind:' (column 0: a key of the document's root block mapping) with a plain or quoted one-word value.
-_TOP_KIND = re.compile(r"""^kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$""", re.M)
+_KIND_NAME = r"[A-Za-z][A-Za-z0-9]*"
+_TOP_KIND = re.compile(rf"""^kind:[ \t]*(?:"({_KIND_NAME})"|'({_KIND_NAME})'|({_KIND_NAME}))[ \t]*(?:#.*)?\r?$""", re.M)
 _TOP_API_VERSION = re.compile(r"^apiVersion:", re.M)
 _ONLY_DIRECTIVES = re.compile(r"(?:[ \t]*(?:%[^\n]*|#[^\n]*)?\r?\n)*[ \t]*(?:%[^\n]*|#[^\n]*)?")
 
@@ -429,7 +466,9 @@ KindFilter = Callable[[str, str], bool]
 def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter | None = None) -> ParsedFile:
     """Parse all documents of a YAML or JSON text. Documents before a syntax error are kept. ``strict``: a duplicate
     key is an error (compatcheck's own files), not a recorded duplicate (manifests, read as kubectl does).
-    ``wanted``: skip documents whose top-level kind it refuses, without parsing them (counted in ``skipped``)."""
+    ``wanted``: read the documents as kubectl does, one '---' chunk at a time (a syntax error in one loses no other
+    document), and skip those whose top-level kind it refuses without composing them (counted in ``skipped``; their
+    syntax is still checked by the C parser, which builds nothing)."""
     result = ParsedFile(path=path, documents=[], errors=[], notes=[], text=text)
     if path.endswith(".json") and text.lstrip().startswith(("{", "[")):
         return _parse_json(path, text, result, strict, wanted)
@@ -441,34 +480,30 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
     if wanted is None:
         _compose(path, text, 0, 0, result, strict, check_templates=False)
         return result
+    if "\ufeff" in text:  # a BOM starting a later document (files joined with cat): kubectl decodes each '---' part
+        text = _BOM_AFTER_SEPARATOR.sub(r"\1", text)  # on its own, where a leading BOM is skipped
+    _kubectl_separators(path, text, result)
     index = 0
-    run: list[tuple[int, int]] = []  # (start, end) of consecutive chunks to parse
-    run_line = run_index = 0
     for start, end, chunk_line in _chunks(text):
+        chunk = text[start:end]
+        if chunk.startswith("---") and not _GOOD_SEPARATOR.match(chunk):
+            newline = chunk.find("\n")
+            rest = chunk[3:newline if newline >= 0 else len(chunk)].strip()
+            chunk = ("--- " + rest if rest.startswith("#") else "---") + (chunk[newline:] if newline >= 0 else "")
         kind = _skippable_kind(text, start, end)
-        if kind is not None and not wanted(kind, text[start:end]):
-            if run:
-                index = _compose(path, text[run[0][0]:run[-1][1]], run_line, run_index, result, strict,
-                                 check_templates=True, chunks=len(run))
-                run = []
-            if not _suspect(text, start, end) or not _syntax_error(path, text[start:end], chunk_line,
-                                                                               result):
+        if kind is not None and not wanted(kind, chunk):
+            if not _syntax_error(path, chunk, chunk_line, result):
                 result.skipped += 1
             index += 1
             continue
-        if not run:
-            run_line, run_index = chunk_line, index
-        run.append((start, end))
-    if run:
-        _compose(path, text[run[0][0]:run[-1][1]], run_line, run_index, result, strict, check_templates=True,
-                 chunks=len(run))
+        index = _compose(path, chunk, chunk_line, index, result, strict, check_templates=True, first_only=True)
     return result
 
 
 def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
     """(start, end, 0-based line of start) of each document: cut before every '---' line; a part holding only
     directives and comments stays with the document after it."""
-    cuts = [m.start() for m in _DOC_START.finditer(text)]
+    cuts = list(_line_starts(_DOC_START, text))
     starts = [0]
     for c in cuts:
         if c == 0:
@@ -485,24 +520,59 @@ def _chunks(text: str) -> Iterator[tuple[int, int, int]]:
         yield start, end, line
 
 
-# Lines where a syntax error is likely, looked for in the documents skipped unparsed: a tab in the indentation, a quoted
-# scalar after ': ' or '- ' not closed on its line, a flow collection there not closed on its line (nor continued with
-# a ','). Each is legal somewhere (a tab in a block scalar, a multi-line quoted scalar or flow collection): a document
-# with one is checked by the YAML parser (events only, no nodes), so an error is reported as the full parse reports it.
-# One pattern each, every one starting with a literal (an alternation of them scans several times slower).
-_TAB_INDENT = re.compile(r"^ *\t", re.M)
-_SUSPECTS = tuple(re.compile(p, re.M) for p in (
-    # After a key that is not itself quoted: '"expr": "sum(...)"' fills the JSON dashboards held in block scalars.
-    r""": "(?<!["']: ")[^"\\\n]*(?:\\.[^"\\\n]*)*\r?$""", r"""- "[^"\\\n]*(?:\\.[^"\\\n]*)*\r?$""",
-    r""": '(?<!["']: ')[^'\n]*(?:''[^'\n]*)*\r?$""", r"""- '[^'\n]*(?:''[^'\n]*)*\r?$""",
-    r""": [\[{][^\n]*[^\]},\s]\r?$""", r"""- [\[{][^\n]*[^\]},\s]\r?$"""))
+# kubectl splits a file into documents itself, line by line, before any YAML parser sees it
+# (k8s.io/apimachinery/pkg/util/yaml YAMLReader): a line starting with '---' ends a document and may be followed by
+# blanks and a comment only, else the file is rejected ("invalid Yaml document separator"); a directive (%YAML) ends
+# up alone in a document of its own, which is rejected too ("did not find expected <document start>"). Both stop
+# kubectl for the whole file: compatcheck reports them as errors on their line (and still lints the documents).
+_GOOD_SEPARATOR = re.compile(r"---(?:[ \t]+(?:#[^\n]*)?)?\r?(?:\n|$)")
+_BOM_AFTER_SEPARATOR = re.compile(r"(?m)^(---[ \t]*(?:#[^\n]*)?\r?\n)\ufeff")
+_BAD_SEPARATOR = re.compile(r"\n---(?![ \t]*(?:#[^\n]*)?\r?(?:\n|$))[^\n\r]*")
+_DIRECTIVE = re.compile(r"\n%[^\n]*")
 
 
-def _suspect(text: str, start: int, end: int) -> bool:
-    """Whether text[start:end] has a line where a syntax error is likely (see ``_SUSPECTS``)."""
-    if text.find("\t", start, end) >= 0 and _TAB_INDENT.search(text, start, end):
-        return True
-    return any(p.search(text, start, end) for p in _SUSPECTS)
+def _kubectl_separators(path: str, text: str, result: ParsedFile) -> None:
+    for at in _line_starts(_BAD_SEPARATOR, text):
+        line = text[at:at + 200].split("\n", 1)[0].strip()
+        result.errors.append(Diagnostic(path, f"{line[:40]!r}: kubectl reads a line starting with '---' as a "
+                                              "document separator, and only blanks or a comment may follow it "
+                                              "(invalid Yaml document separator)", text.count("\n", 0, at) + 1))
+    for at in _line_starts(_DIRECTIVE, text):
+        after = next(_line_starts(_DOC_START, text, at), None)
+        if after is not None and _ONLY_DIRECTIVES.fullmatch(text, at, after):
+            line = text[at:at + 200].split("\n", 1)[0].strip()
+            result.errors.append(Diagnostic(path, f"{line[:40]!r}: kubectl cannot read a YAML directive (it splits "
+                                                  "documents at '---' lines, and the directive alone is no "
+                                                  "document)", text.count("\n", 0, at) + 1))
+
+
+# The syntax of documents skipped unparsed is checked by libyaml's own parser loop (ruamel.yaml.clib's raw_parse: C
+# only, no Python object per event, several times faster than composing), which finds every error of the YAML
+# syntax with its line, as go-yaml (a port of libyaml) finds it for kubectl. What only composing finds (an alias to
+# an anchor nobody defined, a merge key '<<' of no mapping, a key that kubectl cannot turn into JSON) is looked for
+# where the text could hold it: an alias-like '*name', a '<<', a '?' key, a null key.
+# (Each starts with a literal or a short class, which the regular-expression engine finds fast.)
+_COMPOSE_SUSPECTS = tuple(re.compile(p) for p in (
+    r"\*(?<=[\s\[{,]\*)[^\s,\[\]{}]",  # an alias (after a blank or a flow indicator)
+    # A '?' key, a null or empty key of a block mapping ('(?=(X))\1' matches X without backtracking into it).
+    r"\n(?=([ \t-]*))\1(?:\?[ \t\r\n]|(?:~|null|Null|NULL)[ \t]*:[ \t\r\n]|:[ \t\r\n])",
+    r"\][ \t]*:[ \t\r\n]",  # a sequence as a key ('[a]: b', '{[a]: b}'), which kubectl cannot turn into JSON
+))
+# (Not looked for, as no pattern for them is cheap enough: a null key or a mapping as a key inside a flow mapping,
+# 'data: {null: x}', '{{a: b}: c}'.)
+
+try:
+    from _ruamel_yaml import CParser as _CParser  # type: ignore[import-not-found]  # ruamel.yaml.clib's C parser
+except ImportError:  # pragma: no cover - no C extension (PyPy): the Python parser, events only
+    _CParser = None
+
+
+def _raw_parse(text: str) -> None:
+    if _CParser is not None:
+        _CParser(text).raw_parse()
+    else:  # pragma: no cover
+        for _event in _parser().parse(text):
+            pass
 
 
 def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) -> bool:
@@ -510,26 +580,66 @@ def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) ->
     whether it had an error, which goes into ``result`` (a document that looks like a template is skipped quietly,
     as its kind cannot matter)."""
     try:
-        for _event in _parser().parse(text):
-            pass
+        _raw_parse(text)
+        if "<<" in text or any(p.search(text) for p in _COMPOSE_SUSPECTS):
+            try:
+                nodes = list(_parser().compose_all(text))
+            except YAMLError as exc:
+                if not _reused_anchor(exc):
+                    raise
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ReusedAnchorWarning)
+                    nodes = list(_parser(pure=True).compose_all(text))
+            if nodes and nodes[0] is not None:  # go-yaml reads the first document of a '---' part
+                _DocumentBuilder(line_offset=line_offset).build(nodes[0])
     except YAMLError as exc:
         if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
             return False
-        err = _yaml_error(path, exc)
+        err = _yaml_error(path, exc, text)
         result.errors.append(Diagnostic(err.path, err.message, err.line + line_offset if err.line else None))
+        return True
+    except _BuildError as exc:
+        if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
+            return False
+        result.errors.append(Diagnostic(path, f"invalid YAML: {exc}", exc.line + line_offset))
+        return True
+    except RecursionError:
+        result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
         return True
     return False
 
 
+# What the kind scan trusts: a top-level block mapping starting at column 0 with a plain key, exactly one line
+# 'kind: Name' at column 0 (Name a Kubernetes kind name, plain or quoted), and no column-0 line that could hide or
+# fake a top-level key: a quoted or flow line (a multi-line quoted scalar or flow collection going on at column 0,
+# which libyaml and go-yaml accept), an anchor, tag, alias, '?' key or '<<' merge, or a 'kind' key written any other
+# way ('kind :', 'kind:' with the value below it). Anything else is parsed: a false skip loses input, a false parse
+# only costs time.
+_TOP_SCAN = re.compile(r"""\n(?:kind|["']?kind["']?[ \t]*:|[!&*?"'{\[<%@`|>,\]}])""")
+_FIRST_CONTENT = re.compile(r"(?:---[ \t]*(?:#[^\n]*)?\r?\n)?(?:[ \t]*(?:#[^\n]*)?\r?\n)*")
+
+
 def _skippable_kind(text: str, start: int, end: int) -> str | None:
-    """The kind of the document text[start:end] when a cheap scan can tell it for sure: exactly one top-level
-    'kind:' and no '...' marker (which could start another document). None: parse it to know."""
+    """The kind of the document text[start:end] when a cheap scan can tell it for sure (see ``_TOP_SCAN``) and no
+    '...' marker could start another document. None: parse it to know."""
+    first = _FIRST_CONTENT.match(text, start, end)
+    if first is None or not _PLAIN_TOP_KEY.match(text, first.end(), end):
+        return None  # the root is no block mapping at column 0 with a plain first key (flow, indented, quoted)
     found = None
-    for m in _TOP_KIND.finditer(text, start, end):
+    heads = [m.start() + 1 for m in _TOP_SCAN.finditer(text, max(start - 1, 0), end)]
+    if start == 0 and _TOP_SCAN.match("\n" + text[:8]):
+        heads.insert(0, 0)  # the text's first line
+    for at in heads:
+        kind = _TOP_KIND.match(text, at, end) if text.startswith("kind", at) else None
+        if kind is None:
+            if text.startswith("kind", at) and not re.match(r"kind[ \t]*:", text[at:at + 40]):
+                continue  # 'kinds: ...', 'kind_x: ...': another key
+            return None
         if found is not None:
             return None  # twice (a duplicate key, or a scalar that fooled the scan): let the parser decide
-        found = m.group(1) if m.group(1) is not None else m.group(2) if m.group(2) is not None else m.group(3)
-    if found is None or _DOC_END.search(text, start, end):
+        found = kind.group(1) if kind.group(1) is not None else kind.group(2) if kind.group(2) is not None else \
+            kind.group(3)
+    if found is None or next(_line_starts(_DOC_END, text, start, end), None) is not None:
         return None
     return found
 
@@ -537,7 +647,7 @@ def _skippable_kind(text: str, start: int, end: int) -> str | None:
 _TOP_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?$", re.M)
 _TOP_KEY = re.compile(r"^[^\s#\-]", re.M)  # a line at column 0 that is neither blank, a comment nor a '-' entry
 _PLAIN_TOP_KEY = re.compile(r"[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
-_KIND_VALUE = r"""kind:[ \t]*(?:"([^"\n]*)"|'([^'\n]*)'|([^\s#'"{\[][^\s#]*))[ \t]*(?:#.*)?\r?$"""
+_KIND_VALUE = rf"""kind:[ \t]*(?:"({_KIND_NAME})"|'({_KIND_NAME})'|({_KIND_NAME}))[ \t]*(?:#.*)?\r?$"""
 
 
 def list_items(text: str) -> list[tuple[str, str]] | None:
@@ -577,13 +687,23 @@ def list_items(text: str) -> list[tuple[str, str]] | None:
     return out
 
 
+_AFTER_END_MARKER = ("text after a '...' end marker and before the next '---' line: kubectl reads nothing there "
+                     "(go-yaml reads the first document of each '---' part); skipped")
+
+
 def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedFile, strict: bool, *,
-             check_templates: bool, chunks: int = 0) -> int:
+             check_templates: bool, first_only: bool = False, pure: bool = False) -> int:
     """Compose and build the documents of ``text`` (which starts at 0-based line ``line_offset`` of the file, with
-    document number ``index``) into ``result``; the next document number."""
+    document number ``index``) into ``result``; the next document number. ``first_only``: ``text`` is one of
+    kubectl's '---' chunks, of which go-yaml reads the first document only: what follows a '...' end marker there is
+    ignored, with a note."""
     first_index = index
     try:
-        for node in _parser().compose_all(text):
+        for node in _parser(pure).compose_all(text):
+            if first_only and index > first_index:
+                if node is not None:
+                    result.notes.append(_note(path, _AFTER_END_MARKER, node.start_mark.line + 1 + line_offset))
+                break
             if node is None:
                 index += 1
                 continue
@@ -612,22 +732,39 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                                                  builder.duplicate_keys(data)))
             index += 1
     except YAMLError as exc:
-        err = _yaml_error(path, exc)
+        if first_only and not pure and index == first_index and _reused_anchor(exc):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ReusedAnchorWarning)
+                return _compose(path, text, line_offset, first_index, result, strict,
+                                check_templates=check_templates, first_only=True, pure=True)
+        err = _yaml_error(path, exc, text)
         if err.line is not None:
             err = Diagnostic(err.path, err.message, err.line + line_offset)
-        if HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
+        if first_only and index > first_index and err.line is not None and any(
+                at < _offset_of_line(text, err.line - line_offset) for at in _line_starts(_DOC_END, text)):
+            result.notes.append(_note(path, _AFTER_END_MARKER, err.line))
+        elif HELM_MARKER.search(text) or _ENV_PLACEHOLDER.search(text):
             result.notes.append(
                 _note(path, "looks like an unrendered template ({{ ... }} or ${VAR}); skipped the rest of the "
-                      + ("file" if not chunks else "documents up to the next one that can be skipped unparsed")
-                      + " (render it first, e.g. helm template)", err.line)
+                      + ("document" if first_only else "file") + " (render it first, e.g. helm template)", err.line)
             )
         else:
             result.errors.append(err)
-        index = max(index, first_index + chunks)
+        index = max(index, first_index + 1) if first_only else index
     except RecursionError:
-        result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep"))
-        index = max(index, first_index + chunks)
+        result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
+        index = max(index, first_index + 1) if first_only else index
     return index
+
+
+def _offset_of_line(text: str, line: int) -> int:
+    """Where 1-based ``line`` of ``text`` starts."""
+    at = 0
+    for _ in range(line - 1):
+        at = text.find("\n", at) + 1
+        if at == 0:
+            return len(text)
+    return at
 
 
 # Strings that the container's shell or program expands at run time, never compatcheck: a placeholder there is

@@ -46,8 +46,10 @@ class Rendered:
         if walker is None:
             walker = self._walkers[doc.index] = TemplateWalker.of(self._lines(template), doc.data, ordinal, template,
                                                                   self.defines())
-        path, line_found = walker.where(pointer, doc.data)
+        path, line_found, column = walker.where_column(pointer, doc.data)
         found = line_found or 1
+        if column is not None:  # inside a flow collection: the key's or item's own column
+            return path, found, column
         lines = self._lines(path)
         text = lines[found - 1] if 0 < found <= len(lines) else ""
         rest = text.lstrip(" ")
