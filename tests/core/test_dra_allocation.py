@@ -783,3 +783,35 @@ def test_a_device_taint_rule_in_the_nodes_file_keeps_requests_off_the_devices() 
              "tolerate that taint")
     tolerating = claim(req("a", tolerations=[{"operator": "Exists"}]))
     assert findings("dra-claim", tolerating, slices) == []
+
+
+def claim_findings(obj: dict[str, Any], slices: list[dict[str, Any]], *, authoritative: bool) -> list[tuple[str, str]]:
+    kb = make_kb()
+    cluster = build_cluster([{"metadata": {"name": "n0", "labels": {"kubernetes.io/hostname": "n0"}}}], kb)
+    cluster.dra = build_inventory(slices)
+    ctx = EvalContext(kb, cluster, CrlIndex(), dra=build_index([obj], authoritative=authoritative))
+    rule = Rule("r", "s", Severity.ERROR, checks.get("dra-claim"), {}, "why", "how", (), "test")
+    return [(f.pointer, f.message) for f in evaluate(obj, [rule], ctx).findings]
+
+
+def test_the_device_class_of_a_request_is_the_clusters() -> None:
+    """The webhook's live view is the whole cluster: a class it does not hold does not exist (the chart's built-in
+    ones neither); lint's files are not: an unknown class is not checked. A class read beside the slices is
+    applied."""
+    other = claim(req("gpu"))
+    other["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope.example.com"
+    assert claim_findings(other, ONE, authoritative=True) == [
+        ("/spec/devices/requests/0", "request 'gpu': DeviceClass 'nope.example.com' does not exist; no device can be "
+                                     "allocated for it")]
+    assert claim_findings(claim(req("gpu")), ONE, authoritative=True) == [
+        ("/spec/devices/requests/0", f"request 'gpu': DeviceClass '{NV}' does not exist; no device can be allocated "
+                                     "for it")]
+    assert claim_findings(other, ONE, authoritative=False) == []
+    assert claim_findings(claim(req("gpu", 2)), ONE, authoritative=False) == alone(
+        "gpu", "it asks for 2 devices on one node and at most 1 matches on any node")
+    t4_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nope.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": T4_ONLY}}]}}
+    assert claim_findings(other, [*ONE, t4_class], authoritative=True) == alone(
+        "gpu", f"no device is in DeviceClass nope.example.com (1 {NV} device in reach: NVIDIA-A100-SXM4-80GB)")
+    not_dra = {**claim(req("gpu", 2)), "apiVersion": "example.com/v1"}
+    assert claim_findings(not_dra, ONE, authoritative=False) == []
