@@ -5,8 +5,9 @@
 Builds NODES Nodes and one ResourceSlice each with GPUS devices of NVIDIA's DRA driver (T4, A100, H100 in turn,
 every device with its own uuid and PCI address), a ResourceClaimTemplate asking for 2 GPUs of compute capability
 >= 8.0, and a vLLM pod using it. Reports the inventory build, the first evaluation (it evaluates the selectors
-over the inventory, once per distinct device projection, and compiles them) and the following ones (a new pod of
-the same snapshot: placement and grouping only).
+over the inventory, once per distinct device projection, and compiles them), the following ones (a new pod of
+the same snapshot and template: the allocator's decision for those claims on those nodes is kept), and pods whose
+claims are new (the same selectors, another count each: the allocation search runs again on every node).
 """
 
 from __future__ import annotations
@@ -57,25 +58,40 @@ def main() -> None:
     cluster = build_cluster(nodes, loaded.kb)
     cluster.dra = build_inventory(slices)
     build = time.perf_counter() - t
-    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                "metadata": {"name": "two-gpus", "namespace": "ml"},
-                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                    "deviceClassName": "gpu.nvidia.com", "count": 2, "selectors": [{"cel": {"expression": (
-                        "device.attributes['gpu.nvidia.com'].cudaComputeCapability"
-                        ".compareTo(semver('8.0.0')) >= 0")}}]}}]}}}}
-    ctx = EvalContext(loaded.kb, cluster, CrlIndex(), dra=build_index([template]))
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {
-        "nodeSelector": {"pool": "gpu"}, "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
-        "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.6.3", "args": ["--dtype", "bfloat16"],
-                        "resources": {"claims": [{"name": "gpu"}]}}]}}
+    counts = [2, *(1 + k % args.gpus for k in range(2, args.repeat + 2))]
+    templates = [template(f"gpus-{n}-{k}", n) for k, n in enumerate(counts)]
+    ctx = EvalContext(loaded.kb, cluster, CrlIndex(), dra=build_index(templates))
     times = []
     for _ in range(args.repeat + 1):
         t = time.perf_counter()
-        evaluate(pod, loaded.ruleset, ctx)
+        evaluate(pod(templates[0]), loaded.ruleset, ctx)
         times.append(time.perf_counter() - t)
+    fresh = []
+    for tpl in templates[1:]:
+        t = time.perf_counter()
+        evaluate(pod(tpl), loaded.ruleset, ctx)
+        fresh.append(time.perf_counter() - t)
     devices = len(cluster.dra.devices)
     print(f"{args.nodes} nodes, {devices} devices: inventory built in {build * 1000:.0f} ms; first pod "
-          f"{times[0] * 1000:.0f} ms; then median {statistics.median(times[1:]) * 1000:.1f} ms a pod")
+          f"{times[0] * 1000:.0f} ms; then median {statistics.median(times[1:]) * 1000:.1f} ms a pod; a pod with "
+          f"new claims (same selectors): median {statistics.median(fresh) * 1000:.1f} ms")
+
+
+def template(name: str, count: int) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [{"cel": {"expression": (
+                    "device.attributes['gpu.nvidia.com'].cudaComputeCapability"
+                    ".compareTo(semver('8.0.0')) >= 0")}}]}}]}}}}
+
+
+def pod(claim_template: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {
+        "nodeSelector": {"pool": "gpu"},
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claim_template["metadata"]["name"]}],
+        "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.6.3", "args": ["--dtype", "bfloat16"],
+                        "resources": {"claims": [{"name": "gpu"}]}}]}}
 
 
 if __name__ == "__main__":

@@ -315,9 +315,11 @@ def test_constraints_are_read_with_the_requests_they_cover() -> None:
         {"distinctAttribute": "gpu.nvidia.com/uuid"},
         {"requests": ["c/small"], "distinctAttribute": "gpu.nvidia.com/index"}]}}
     assert read_constraints(spec, "/spec") == [
-        ClaimConstraint("matchAttribute", "resource.kubernetes.io/pcieRoot", ("a", "b"), "/spec/devices/constraints/0"),
+        ClaimConstraint("matchAttribute", "resource.kubernetes.io/pcieRoot", ("a", "b"), "/spec/devices/constraints/0",
+                        ("a", "b")),
         ClaimConstraint("distinctAttribute", "gpu.nvidia.com/uuid", ("a", "b", "c"), "/spec/devices/constraints/1"),
-        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/index", ("c",), "/spec/devices/constraints/2")]
+        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/index", ("c",), "/spec/devices/constraints/2",
+                        ("c/small",))]
 
 
 def test_constraints_across_requests_as_the_allocator_meets_them() -> None:

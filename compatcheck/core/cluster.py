@@ -816,11 +816,19 @@ class Cluster:
         pod tolerates their taints (for the devices DRA can give it there)."""
         p = _Placement.of(self._known(spec))
         out: dict[str, tuple[NodeClass, NodeRecord]] = {}
-        for cls in self.placement(spec):
-            if untolerated_taints(spec, cls):
+        if not p.per_node:
+            for cls in self.placement(spec):
+                if not untolerated_taints(spec, cls):
+                    out.update((rec.name, (cls, rec)) for rec in cls.members)
+            return out
+        index = self._node_index()  # the admitted positions, read off the placement bitset
+        bits = index._bits(p)
+        for i, cls in enumerate(index.classes):
+            run = (bits >> index.starts[i]) & ((1 << cls.count) - 1)
+            if not run or untolerated_taints(spec, cls):
                 continue
-            for rec in cls.members:
-                if not p.per_node or p.admits(rec.name, {**cls.labels, **rec.placement_labels()}):
+            for k, rec in enumerate(cls.members):
+                if run >> k & 1:
                     out[rec.name] = (cls, rec)
         return out
 

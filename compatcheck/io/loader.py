@@ -26,7 +26,7 @@ from compatcheck.core.cluster import (
     profile_to_nodes,
 )
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, build_index, claims_crl
-from compatcheck.core.dra import build_inventory
+from compatcheck.core.dra import INVENTORY_KINDS, build_inventory
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
@@ -291,25 +291,26 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
                                for _ in range(pool.get("count", 1)))
             errors.extend(replace(p, path=path, message=f"ClusterProfile {p.message}",
                                   line=lines.line(index, p.pointer)) for p in problems)
-        elif kind in ("List", "NodeList", "ResourceSliceList", "DeviceClassList") and isinstance(
-                doc.get("items"), list):
-            default = {"ResourceSliceList": "ResourceSlice", "DeviceClassList": "DeviceClass"}.get(kind, "Node")
+        elif kind in ("List", "NodeList", "ResourceSliceList", "DeviceClassList", "DeviceTaintRuleList") and \
+                isinstance(doc.get("items"), list):
+            default = {"ResourceSliceList": "ResourceSlice", "DeviceClassList": "DeviceClass",
+                       "DeviceTaintRuleList": "DeviceTaintRule"}.get(kind, "Node")
             for i, n in enumerate(doc["items"]):
                 if isinstance(n, dict) and n.get("kind", default) == "Node":
                     nodes.append(n)
                     sources.append((index, f"/items/{i}", False))
-                elif isinstance(n, dict) and n.get("kind", default) in ("ResourceSlice", "DeviceClass"):
+                elif isinstance(n, dict) and n.get("kind", default) in INVENTORY_KINDS:
                     dra.append({**n, "kind": n.get("kind", default)})
                     class_sources.append((dra[-1], index, f"/items/{i}"))
         elif kind == "Node":
             nodes.append(doc)
             sources.append((index, "", False))
-        elif kind in ("ResourceSlice", "DeviceClass"):
+        elif kind in INVENTORY_KINDS:
             dra.append(doc)
             class_sources.append((doc, index, ""))
         else:
-            errors.append(Diagnostic(path, f"expected Node, List of Nodes, ResourceSlice, DeviceClass or "
-                                           f"ClusterProfile, found kind {kind!r}", kind="nodes"))
+            errors.append(Diagnostic(path, f"expected Node, List of Nodes, ResourceSlice, DeviceClass, "
+                                           f"DeviceTaintRule or ClusterProfile, found kind {kind!r}", kind="nodes"))
     if errors:
         return None, errors
     if not nodes and not any(o.get("kind") == "ResourceSlice" for o in dra):

@@ -190,17 +190,20 @@ def test_a_missing_device_class_is_a_finding_only_when_the_index_is_authoritativ
 
 
 MATCH = {"matchAttribute": "gpu.nvidia.com/productName"}
+# n2 holds two A100s of different products: requests 'a' and 'b' fit there by count, so only a constraint can fail
+TWO_A100 = [SLICES[0], resource_slice("n2", device("a0", "NVIDIA A100-SXM4-40GB", "8.0.0"),
+                                      device("a1", "NVIDIA A100-SXM4-80GB", "8.0.0"))]
 
 
 def test_a_constraint_across_requests_no_node_can_meet() -> None:
     a100 = f"{PRODUCT}.startsWith('NVIDIA A100')"
     obj = claim(request("a"), request("b", NV, a100), constraints=[MATCH])
-    assert found(obj, SLICES) == [(
+    assert found(obj, TWO_A100) == [(
         "/spec/devices/constraints/0",
         "matchAttribute gpu.nvidia.com/productName over requests 'a', 'b': no devices of the cluster can serve them "
         "together: they ask for 2 devices with the same gpu.nvidia.com/productName on one node and no node has "
         "them")]
-    template = claim(request("a"), request("b"), request("c"), kind="ResourceClaimTemplate",
+    template = claim(request("a"), request("b"), kind="ResourceClaimTemplate",
                      constraints=[{"distinctAttribute": "gpu.nvidia.com/productName", "requests": ["a", "b"]}])
     assert found(template, SLICES) == [(
         "/spec/spec/devices/constraints/0",
@@ -272,16 +275,19 @@ def test_a_request_without_its_class_does_not_stop_the_next() -> None:
 def test_constraints_naming_no_request_or_a_request_of_all_devices_are_not_judged() -> None:
     a100 = f"{PRODUCT}.startsWith('NVIDIA A100')"
     assert found(claim(request("a"), constraints=[{**MATCH, "requests": ["nope"]}]), SLICES) == []
-    # a and b cannot match, but c takes every device: left to the pod
+    # a (a T4) and b (an A100) are never on one node: the allocator finds that before any constraint
     assert found(claim(request("a", NV, f"{PRODUCT} == 'Tesla T4'"), request("b", NV, a100), request("c", mode="All"),
-                       constraints=[MATCH]), SLICES) == []
+                       constraints=[MATCH]), SLICES) == [(
+        "/spec/devices/requests/1", "request 'b' together with request 'a': no devices of the cluster can serve them "
+        "together: they ask for 2 devices on one node, and no node has devices that can serve them all (a device goes "
+        "to one request, or, if it allows multiple allocations, to as many as its capacity lasts for)")]
 
 
 def test_each_constraint_is_judged() -> None:
     a100 = f"{PRODUCT}.startsWith('NVIDIA A100')"
-    obj = claim(request("a"), request("b", NV, a100), request("c", mode="All"),
-                constraints=[MATCH, {**MATCH, "requests": ["a", "b"]}])
-    assert found(obj, SLICES) == [(
+    obj = claim(request("a"), request("b", NV, a100),
+                constraints=[{**MATCH, "requests": ["a"]}, {**MATCH, "requests": ["a", "b"]}])
+    assert found(obj, TWO_A100) == [(
         "/spec/devices/constraints/1",
         "matchAttribute gpu.nvidia.com/productName over requests 'a', 'b': no devices of the cluster can serve them "
         "together: they ask for 2 devices with the same gpu.nvidia.com/productName on one node and no node has "

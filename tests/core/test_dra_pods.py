@@ -73,7 +73,8 @@ def test_a_template_and_a_claim_resolved() -> None:
                                          GPU),), "mps")
     shared = PodRequest("one", "gpu", "ResourceClaim ml/shared request 'gpu'", "/spec/template/spec/resourceClaims/1",
                         (ResolvedAlternative(Alternative("gpu", NV, (), 1, "/spec/devices/requests/0/exactly"), GPU),))
-    assert pc == PodClaims((t4, shared), {"gpus": (t4,), "one": (shared,)}, (), {})
+    pointers = {"gpus": "/spec/template/spec/resourceClaims/0", "one": "/spec/template/spec/resourceClaims/1"}
+    assert pc == PodClaims((t4, shared), {"gpus": (t4,), "one": (shared,)}, (), {}, pointers)
 
 
 def test_classes_constraints_and_notes_of_a_template() -> None:
@@ -88,9 +89,12 @@ def test_classes_constraints_and_notes_of_a_template() -> None:
         ("p", "c", f"{where} request 'c'", ptr, [None], None, (), ("gpu.nvidia.com/uuid",))]
     assert pc.notes == ((ptr, "DeviceClass 'missing' of ResourceClaimTemplate ml/pair request 'c' is not in the "
                               "input: its selectors were not applied"),)
-    # only the constraints over several requests are checked across them
-    assert pc.constraints == {"p": (ClaimConstraint("matchAttribute", "gpu.nvidia.com/productName", ("a", "b"),
-                                                    "/spec/spec/devices/constraints/0"),)}
+    # every constraint, with the requests (or request/subrequest names) it covers, for the allocator
+    assert pc.constraints == {"p": (
+        ClaimConstraint("matchAttribute", "gpu.nvidia.com/productName", ("a", "b"), "/spec/spec/devices/constraints/0",
+                        ("a", "b")),
+        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/uuid", ("c",), "/spec/spec/devices/constraints/1",
+                        ("c",)))}
     assert pc.by_claim == {"p": pc.requests}
 
 
@@ -134,7 +138,7 @@ def test_a_claim_that_is_not_a_claim() -> None:
     index.claims[(None, "odd")] = {"kind": "DeviceClass"}
     pc = pod_claims({"resourceClaims": [{"name": "b", "resourceClaimName": "odd"},
                                         {"name": "a", "resourceClaimName": "c"}]}, "/spec", "ml", index)
-    assert pc == PodClaims((), {"a": ()}, (), {})
+    assert pc == PodClaims((), {"a": ()}, (), {}, {"a": "/spec/resourceClaims/1"})
 
 
 def test_what_names_claims() -> None:

@@ -237,14 +237,18 @@ THREE = spec({"name": "a", "exactly": {"deviceClassName": "x"}}, {"name": "b", "
 
 
 def test_constraints_name_the_requests_they_cover() -> None:
+    # names: the constraint's own `requests` list as written (request or request/subrequest; () means all)
     assert read_constraints(THREE, "/spec/spec") == [
         ClaimConstraint("matchAttribute", "gpu.nvidia.com/productName", ("a", "b", "c"),
                         "/spec/spec/devices/constraints/0"),
         ClaimConstraint("distinctAttribute", "resource.kubernetes.io/pcieRoot", ("b", "c"),
-                        "/spec/spec/devices/constraints/1"),
-        ClaimConstraint("matchAttribute", "gpu.nvidia.com/driverVersion", ("a",), "/spec/spec/devices/constraints/2"),
-        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/uuid", ("a",), "/spec/spec/devices/constraints/2"),
-        ClaimConstraint("matchAttribute", "gpu.nvidia.com/architecture", (), "/spec/spec/devices/constraints/6")]
+                        "/spec/spec/devices/constraints/1", ("b", "c/small")),
+        ClaimConstraint("matchAttribute", "gpu.nvidia.com/driverVersion", ("a",), "/spec/spec/devices/constraints/2",
+                        ("a",)),
+        ClaimConstraint("distinctAttribute", "gpu.nvidia.com/uuid", ("a",), "/spec/spec/devices/constraints/2",
+                        ("a",)),
+        ClaimConstraint("matchAttribute", "gpu.nvidia.com/architecture", (), "/spec/spec/devices/constraints/6",
+                        ("nope",))]
     assert read_constraints({}, "") == []
     # requests without a name are named by their index
     assert read_constraints(spec({"exactly": {}}, {"name": "b"}, constraints=[{"matchAttribute": "x/y"}]), "") == [

@@ -5,8 +5,12 @@ denial for a pod whose claim gets a T4 and a template no device can serve."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Webhook, create_node, gpu_node, namespace, wait_until
@@ -250,3 +254,89 @@ def test_the_api_server_and_compatcheck_agree_on_which_selectors_compile(kapi: K
             ours = False
         got.append((expression, rc == 0, ours))
     assert got == [(e, ok, ok) for e, ok in SELECTORS]
+
+
+def test_device_taints_tolerations_and_capacity_as_the_api_server_keeps_them(kapi: KubeAPIServer,
+                                                                           tmp_path: Path) -> None:
+    """Kubernetes 1.36 (DRADeviceTaints and DRAConsumableCapacity beta, on): the real API server stores a
+    ResourceSlice's device taints, allowMultipleAllocations and capacity requestPolicy, and accepts templates with
+    tolerations and capacity requests. compatcheck, reading back what the server stored (kubectl get -o json, as a
+    user passes it to --nodes), decides on them as the scheduler's allocator would: the untolerated taint, the
+    capacity no device has, and the third share of a GPU whose capacity two shares use up are unsatisfiable; the
+    tolerating template and the two shares are not."""
+    from kubernetes import client
+
+    api = kapi.client()
+    tag = uuid.uuid4().hex[:6]
+    node = f"dra-cap-{tag}"
+    create_node(api, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {
+        "kubernetes.io/hostname": node}}, "status": {"allocatable": {"cpu": "8"}}})
+    attrs = {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA A100-SXM4-80GB"},
+             "cudaComputeCapability": {"version": "8.0.0"}, "driverVersion": {"version": "550.54.15"},
+             "cudaDriverVersion": {"version": "12.4.0"}, "uuid": {"string": f"GPU-{node}"}}
+    client.ResourceV1Api(api).create_resource_slice({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{NV}"},
+        "spec": {"driver": NV, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": [
+                     {"name": "gpu-0", "attributes": attrs, "allowMultipleAllocations": True, "capacity": {"memory": {
+                         "value": "80Gi", "requestPolicy": {"default": "10Gi", "validRange": {
+                             "min": "10Gi", "step": "10Gi"}}}}},
+                     {"name": "gpu-1", "attributes": {**attrs, "uuid": {"string": f"GPU-{node}-1"}},
+                      "capacity": {"memory": {"value": "80Gi"}},
+                      "taints": [{"key": "example.com/gpu-health", "value": "xid-79", "effect": "NoSchedule"}]}]}})
+    stored = json.loads(kapi.kubectl("get", "resourceslice", f"{node}-{NV}", "-o", "json").stdout)
+    gpu0, gpu1 = stored["spec"]["devices"]
+    assert gpu0["allowMultipleAllocations"] is True and gpu0["capacity"]["memory"]["requestPolicy"]["validRange"] == {
+        "min": "10Gi", "step": "10Gi"}
+    assert [{k: t[k] for k in ("key", "value", "effect")} for t in gpu1["taints"]] == [
+        {"key": "example.com/gpu-health", "value": "xid-79", "effect": "NoSchedule"}]
+    (tmp_path / "cluster.json").write_text(kapi.kubectl("get", "nodes,resourceslices", "-o", "json").stdout)
+    ns = namespace(api, "dra-cap")
+    mine = f"device.attributes['{NV}'].uuid.startsWith('GPU-{node}')"
+    tainted_only = f"device.attributes['{NV}'].uuid == 'GPU-{node}-1'"
+
+    def tpl(name: str, *requests: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                "spec": {"spec": {"devices": {"requests": list(requests)}}}}
+
+    def request(name: str, selector: str, **exactly: Any) -> dict[str, Any]:
+        return {"name": name, "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": [
+            {"cel": {"expression": selector}}], **exactly}}
+
+    share = {"capacity": {"requests": {"memory": "40Gi"}}}
+    templates = [
+        tpl("untolerated", request("gpu", tainted_only)),
+        tpl("tolerated", request("gpu", tainted_only, tolerations=[
+            {"key": "example.com/gpu-health", "operator": "Exists", "effect": "NoSchedule"}])),
+        tpl("too-much", request("gpu", mine, capacity={"requests": {"memory": "96Gi"}})),
+        tpl("two-shares", request("a", mine, **share), request("b", mine, **share)),
+        tpl("three-shares", request("a", mine, **share), request("b", mine, **share), request("c", mine, **share)),
+    ]
+    accepted = []
+    for t in templates:
+        rc, out = apply(kapi, ns, t)
+        assert rc == 0, out  # the API server accepts every one of them, fields kept
+        server = json.loads(out)
+        assert all(r["exactly"].get(k) == w["exactly"].get(k) for r, w in zip(
+            server["spec"]["spec"]["devices"]["requests"], t["spec"]["spec"]["devices"]["requests"], strict=True)
+            for k in ("tolerations", "capacity"))
+        accepted.append(server)
+    (tmp_path / "templates.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": accepted}))
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(tmp_path / "templates.json"), "--nodes",
+                           str(tmp_path / "cluster.json"), "--format", "json", "--rule",
+                           "dra-request-unsatisfiable"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    found = [(f["object"]["name"], f["pointer"], f["message"]) for f in json.loads(proc.stdout)["findings"]]
+    assert found == [
+        ("untolerated", "/spec/spec/devices/requests/0",
+         "request 'gpu': no device of the cluster can serve it: the 1 matching device is tainted "
+         "(example.com/gpu-health=xid-79:NoSchedule) and the request does not tolerate that taint"),
+        ("too-much", "/spec/spec/devices/requests/0",
+         "request 'gpu': no device of the cluster can serve it: it asks for capacity memory: 96Gi and none of the 2 "
+         "matching devices can give it (gpu-0 has 80Gi of memory; gpu-1 has 80Gi of memory)"),
+        ("three-shares", "/spec/spec/devices/requests/2",
+         "request 'c' together with requests 'a', 'b': no devices of the cluster can serve them together: they ask "
+         "for 3 devices on one node, and no node has devices that can serve them all (a device goes to one request, "
+         "or, if it allows multiple allocations, to as many as its capacity lasts for)"),
+    ]

@@ -45,13 +45,14 @@ from compatcheck.core.dra import (
     EMPTY_INDEX,
     Allocation,
     Alternative,
+    ClaimRequests,
     Device,
+    Diagnosis,
     DraIndex,
     KnownValues,
     PodClaims,
     PodRequest,
     ResolvedAlternative,
-    constraint_reason,
     container_claim_requests,
     device_resources,
     has_claims,
@@ -475,38 +476,57 @@ class PodAnalysis:
         return self.ctx.cluster is not None and self.ctx.cluster.dra is not None
 
     @once
+    def dra_diagnosis(self) -> Diagnosis | None:
+        """With an inventory: what the scheduler's allocator decides for the pod's NVIDIA GPU requests (its claims
+        allocated together, on one of the nodes the pod can land on)."""
+        cluster = self.ctx.cluster
+        if cluster is None or cluster.dra is None or not self.dra_gpu_requests:
+            return None
+        wanted = {id(r) for r in self.dra_gpu_requests}
+        claims = []
+        for name, requests in self.dra.by_claim.items():
+            mine = tuple(r for r in requests if id(r) in wanted)
+            if mine:
+                claims.append(ClaimRequests(name, mine, self.dra.constraints.get(name, ()),
+                                            self.dra.pointers.get(name, mine[0].pointer)))
+        for name, r in self.dra_mapped.items():
+            claims.append(ClaimRequests(name, (r,), (), r.pointer))
+        if cluster.node_count == 0:  # only ResourceSlices were read: where their nodes are is unknown
+            return cluster.dra.allocator.diagnose(claims)
+        admitted = self._admitted_nodes
+
+        def labels(node: str) -> dict[str, str]:
+            record = admitted[node][1]
+            return {**dict(record.rule_labels), **record.placement_labels()}
+
+        return cluster.dra.allocator.diagnose(claims, admitted.keys(), labels)
+
+    @once
     def dra_outcomes(self) -> list[tuple[PodRequest, Allocation]]:
         """With an inventory: what the allocator would do with each NVIDIA GPU request, on the nodes the pod can
         land on."""
-        cluster = self.ctx.cluster
-        if cluster is None or cluster.dra is None or not self.dra_gpu_requests:
-            return []
-        ok = self._device_node_ok()
-        return [(r, cluster.dra.allocator.serve(r, ok)) for r in self.dra_gpu_requests]
+        diagnosis = self.dra_diagnosis
+        return list(diagnosis.outcomes) if diagnosis is not None else []
 
     @once
     def dra_constraint_failures(self) -> list[tuple[str, str, str]]:
-        """With an inventory: (pod claim name, pointer, reason) for each constraint of a claim over several of its
-        requests that the devices able to serve each request cannot meet together."""
-        outcomes = {(r.claim, r.request): (r, o) for r, o in self.dra_outcomes}
+        """With an inventory: (pod claim name, pointer, reason) for requests that can each be served alone but not
+        together: a constraint of a claim over several of its requests, requests of one claim that compete for the
+        same devices, or claims of the pod that do."""
+        diagnosis = self.dra_diagnosis
         out = []
-        for claim, constraints in self.dra.constraints.items():
-            for c in constraints:
-                found = [outcomes.get((claim, name)) for name in c.requests]
-                if any(f is None or not f[1].devices or f[1].count is None for f in found):
-                    continue  # a request not checked, or already a finding of its own
-                served = [(f[1].devices, f[1].count) for f in found if f is not None and f[1].count is not None]
-                reason = constraint_reason(c, served)
-                if reason is not None:
-                    first = found[0]
-                    assert first is not None
-                    names = ", ".join(map(repr, c.requests))
-                    out.append((claim, first[0].pointer,
-                                f"{first[0].what.rsplit(' request ', 1)[0]}: {c.kind} {c.attribute} over requests "
-                                f"{names}: {reason}"))
+        for f in diagnosis.failures if diagnosis is not None else ():
+            if f.kind == "claims":
+                out.append((f.claim, f.pointer, f"{f.subject}: {f.reason}"))
+                continue
+            first = self.dra.by_claim[f.claim][0]
+            out.append((f.claim, self.dra.pointers.get(f.claim, first.pointer),
+                        f"{first.what.rsplit(' request ', 1)[0]}: {f.subject}: {f.reason}"))
         return out
 
     def _device_node_ok(self) -> Callable[[Device], bool] | None:
+        """Whether a device is on a node the pod can land on (None: no Nodes were read, so any is); the allocator
+        decides this itself for the requests, this is for what else is asked of the devices there."""
         cluster = self.ctx.cluster
         if cluster is None or cluster.node_count == 0:
             return None  # only ResourceSlices were read: where their nodes are, and what they carry, is unknown
@@ -538,26 +558,26 @@ class PodAnalysis:
         groups: dict[DraClassKey, tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
             keys: dict[DraClassKey, DraClassKey] = {}  # (device labels, resources) -> class key
-            for d in outcome.devices:
-                if not d.labels:
+            for device_labels, node, where, device in outcome.placements:
+                if not device_labels:
                     continue
                 # A MIG device is also the nvidia.com/mig-<profile> the device plugin would offer for it.
-                own = (d.labels, device_resources(d.input))
+                own = (device_labels, device_resources(device.input))
                 key = keys.get(own)
                 if key is None:
-                    labels = dict(d.labels)
+                    labels = dict(device_labels)
                     if request.sharing:
                         labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
                     key = keys[own] = (tuple(sorted(labels.items())), own[1])
                 found = groups.get(key)
-                host = admitted.get(d.node or "")
+                host = admitted.get(node or "")
                 if found is None:
                     facts = self.ctx.dra_facts.get(key)
                     if facts is None:
                         facts = self.ctx.dra_facts[key] = node_facts(dict(key[0]), dict(key[1]), self.ctx.kb)
                     found = groups[key] = (NodeClass(dict(key[0]), host[0].taints if host else (), facts), set())
                 cls, names = found
-                where = host[1].name if host else d.where()
+                where = host[1].name if host else where
                 if where not in names:
                     names.add(where)
                     cls.members.append(host[1] if host else NodeRecord(where, (), (), (), (), ()))

@@ -22,11 +22,10 @@ from compatcheck.core.checks.base import (
 from compatcheck.core.dra import (
     GROUP,
     REVIEWED_KINDS,
-    Allocation,
+    ClaimRequests,
     PodRequest,
     ResolvedAlternative,
     claim_spec_of,
-    constraint_reason,
     iter_requests,
     read_constraints,
 )
@@ -39,7 +38,7 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
         return
     inventory = ctx.cluster.dra if ctx.cluster is not None else None
     kind = obj.get("kind")
-    served: dict[str, Allocation] = {}
+    checked: list[PodRequest] = []
     for request, _spec in iter_requests(obj):
         broken = False
         for alt in request.alternatives:
@@ -66,26 +65,19 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
                 yield Violation(f"request {request.name!r}: DeviceClass {', '.join(map(repr, missing))} does not "
                                 "exist; no device can be allocated for it", request.pointer)
             continue
-        outcome = inventory.allocator.serve(PodRequest("", request.name, "", request.pointer, tuple(resolved),
-                                                       match_attributes=request.match_attributes,
-                                                       distinct_attributes=request.distinct_attributes))
-        if not outcome.devices and not outcome.unknown:
-            yield Violation(f"request {request.name!r}: no device of the cluster can serve it: "
-                            f"{outcome.reason}", request.pointer)
-        served[request.name] = outcome
+        checked.append(PodRequest("", request.name, "", request.pointer, tuple(resolved)))
     found = claim_spec_of(obj)
-    if inventory is None or found is None:
+    if inventory is None or found is None or not checked:
         return
-    # A constraint over several requests: each may be served alone and still not together.
-    for c in read_constraints(*found):
-        outcomes = [served.get(name) for name in c.requests]
-        if len(outcomes) < 2 or any(o is None or not o.devices or o.count is None for o in outcomes):
-            continue
-        reason = constraint_reason(c, [(o.devices, o.count) for o in outcomes if o is not None and o.count])
-        if reason is not None:
-            names = ", ".join(map(repr, c.requests))
-            yield Violation(f"{c.kind} {c.attribute} over requests {names}: no devices of the cluster can serve "
-                            f"them together: {reason}", c.pointer)
+    # The claim's requests allocated together, as the scheduler does for the first pod that uses it.
+    diagnosis = inventory.allocator.diagnose([ClaimRequests("", tuple(checked), tuple(read_constraints(*found)))])
+    for served, outcome in diagnosis.outcomes:
+        if not outcome.devices and not outcome.unknown:
+            yield Violation(f"request {served.request!r}: no device of the cluster can serve it: "
+                            f"{outcome.reason}", served.pointer)
+    for failure in diagnosis.failures:
+        yield Violation(f"{failure.subject}: no devices of the cluster can serve them together: {failure.reason}",
+                        failure.pointer)
 
 
 register(ObjectCheck(
