@@ -31,10 +31,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from compatcheck.core.cel import CelError, CelUnsupported, DeviceInput, Semver, compile_selector, normalise_semver
-from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence, text
+from compatcheck.core.jsonutil import Json, JsonObject, in_group, mapping, sequence, text
 from compatcheck.core.quantities import QuantityError, parse_quantity
 
 GROUP = "resource.k8s.io"
@@ -51,8 +51,7 @@ DEVICE_SOURCE = "https://github.com/NVIDIA/k8s-dra-driver-gpu/blob/main/cmd/gpu-
 
 
 def is_dra(obj: JsonObject) -> bool:
-    api_version = obj.get("apiVersion")
-    return isinstance(api_version, str) and api_version.startswith(GROUP + "/") and obj.get("kind") in KINDS
+    return in_group(obj, GROUP, KINDS)
 
 
 # API versions of resource.k8s.io read into the same model: v1 (GA in 1.34) and v1beta2 have the same shape; v1beta1
@@ -1183,6 +1182,19 @@ class _Solved:
     kinds: tuple[frozenset[Kind], ...] = ()
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _remember(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+    """Store ``value`` in one of the allocator's bounded caches: a full cache is emptied first (what it held is only
+    work that is done again when asked again)."""
+    if len(cache) >= Allocator.MAX_CACHED:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 class Allocator:
     """What the scheduler's structured allocator (k8s.io/dynamic-resource-allocation/structured, the incubating
     variant Kubernetes 1.36 runs with its beta DRA features on) decides for a pod's claims, node by node.
@@ -1237,10 +1249,7 @@ class Allocator:
                     errors.extend((i, exc) for i in members)
             candidates = sorted(passed)
         found = _Selected(tuple(candidates), tuple(sorted(errors, key=lambda e: e[0])), unsupported)
-        if len(self._selected) >= self.MAX_CACHED:
-            self._selected.clear()
-        self._selected[selectors] = found
-        return found
+        return _remember(self._selected, selectors, found)
 
     def _index(self, ra: ResolvedAlternative) -> _AltIndex:
         key = (ra.selectors, ra.alt.tolerations, ra.alt.capacity)
@@ -1268,10 +1277,7 @@ class Allocator:
             errors.setdefault(self.devices[i].node, (i, exc))
         found = _AltIndex({k: tuple(v) for k, v in every.items()}, {k: tuple(v) for k, v in usable.items()},
                           errors, consumption, no_capacity)
-        if len(self._alt_index) >= self.MAX_CACHED:
-            self._alt_index.clear()
-        self._alt_index[key] = found
-        return found
+        return _remember(self._alt_index, key, found)
 
     # ------------------------------------------------------------------ nodes
     def _places(self, nodes: Collection[str] | None) -> list[Node]:
@@ -1466,15 +1472,11 @@ class Allocator:
         key = _problem_key(claims)
         cache = self._solved.get(key)
         if cache is None:
-            if len(self._solved) >= self.MAX_CACHED:
-                self._solved.clear()
-            cache = self._solved[key] = {}
+            cache = _remember(self._solved, key, {})
         shape_key = _shape_key(claims)
         shapes = self._shapes.get(shape_key)
         if shapes is None:
-            if len(self._shapes) >= self.MAX_CACHED:
-                self._shapes.clear()
-            shapes = self._shapes[shape_key] = {}
+            shapes = _remember(self._shapes, shape_key, {})
         counts = tuple(tuple(_count(r, ra) for ra in r.alternatives) for c in claims for r in c.requests)
         results = {}
         state = "no"
@@ -1502,10 +1504,7 @@ class Allocator:
                if self._has_selector and labels is not None else ())
         found = self._diagnosed.get(key)
         if found is None:
-            found = self._diagnose(claims, nodes, labels)
-            if len(self._diagnosed) >= self.MAX_CACHED:
-                self._diagnosed.clear()
-            self._diagnosed[key] = found
+            found = _remember(self._diagnosed, key, self._diagnose(claims, nodes, labels))
         return found
 
     def _diagnose(self, claims: Sequence[ClaimRequests], nodes: Collection[str] | None,

@@ -10,6 +10,7 @@ surrogates), the json module answers, so the result never depends on which one i
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 # A JSON value decoded from a manifest, an AdmissionReview or a rule file: dict, list, str, int, float, bool or None,
@@ -36,6 +37,12 @@ def sequence(value: Json) -> list[Json]:
 
 def text(value: Json) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def in_group(obj: JsonObject, group: str, kinds: Collection[str]) -> bool:
+    """Whether an object is one of ``kinds`` of the API group ``group``, in any version of it."""
+    api_version = obj.get("apiVersion")
+    return isinstance(api_version, str) and api_version.startswith(group + "/") and obj.get("kind") in kinds
 
 
 def loads(raw: bytes | str) -> Json:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compatcheck.core.jsonutil import JsonObject, mapping, sequence, text
+from compatcheck.core.jsonutil import JsonObject, in_group, mapping, sequence, text
 from compatcheck.core.workloads import PodTarget
 
 GROUP = "serving.kserve.io"
@@ -31,8 +31,7 @@ MAIN_CONTAINER = "kserve-container"
 
 
 def is_runtime(obj: JsonObject) -> bool:
-    api_version = obj.get("apiVersion")
-    return isinstance(api_version, str) and api_version.startswith(GROUP + "/") and obj.get("kind") in KINDS
+    return in_group(obj, GROUP, KINDS)
 
 
 @dataclass(frozen=True)
