@@ -63,3 +63,24 @@ def helm_dir() -> str:
     out = subprocess.run(["bash", str(tool), str(dest)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return str(dest)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line on the end-to-end suite: how many of its tests ran, and why the others were skipped (CI has no
+    kube-apiserver; ``KUBEBUILDER_ASSETS`` pointing at envtest binaries runs them)."""
+    reports = [r for r in terminalreporter.getreports("") if "tests/e2e/" in getattr(r, "nodeid", "")
+               and "test_harness.py" not in r.nodeid and r.when in ("setup", "call")]
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "tests/e2e/" in r.nodeid
+               and "test_harness.py" not in r.nodeid]
+    if not reports and not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for r in skipped:
+        reason = r.longrepr[2] if isinstance(r.longrepr, tuple) else str(r.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    total = len({r.nodeid for r in reports} | {r.nodeid for r in skipped})
+    line = f"end-to-end suite (tests/e2e): {total - len(skipped)} of {total} tests ran"
+    if reasons:
+        line += "; skipped: " + "; ".join(f"{n} because {reason}" for reason, n in sorted(reasons.items()))
+    terminalreporter.write_line(line)

