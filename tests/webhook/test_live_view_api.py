@@ -212,11 +212,13 @@ def test_410_gone_relists_and_swaps_in_the_new_set_whole(kube: FakeKube, loaded:
         view.stop()
 
 
-def test_a_stale_view_keeps_serving_and_recovers_within_seconds(kube: FakeKube, loaded: Loaded) -> None:
+def test_a_stale_view_keeps_serving_and_recovers_within_seconds(kube: FakeKube, loaded: Loaded,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
     from compatcheck.webhook.app import State, make_app
 
+    monkeypatch.setattr(cv.random, "random", lambda: 1.0)  # no jitter: each pause is the whole backoff
     metrics = Metrics()
     view = started(kube, loaded, metrics)
 
@@ -236,7 +238,9 @@ def test_a_stale_view_keeps_serving_and_recovers_within_seconds(kube: FakeKube, 
         assert "answering from the last good view of 5 nodes" in text
         assert view.snapshot.nodes == 5  # the last good view serves meanwhile
         wait_until(lambda: (metrics.registry.get_sample_value("compatcheck_view_stale_seconds") or 0) > 0, 5)
-        time.sleep(3 * cv.BACKOFF_MAX)  # an uncapped backoff would have grown well past the cap by now
+        # Down for 9 s: with the backoff capped at 2 s the view retries every 2 s; an uncapped doubling (0.25, 0.5,
+        # 1, 2, 4, then 8 s from 7.75 s on) would next look at 15.75 s, nearly 7 s after the server is back.
+        time.sleep(4.5 * cv.BACKOFF_MAX)
         kube.set_down(False)
         back = time.monotonic()
         version = kube.add(NODES, node("t4-5"))
