@@ -8,6 +8,11 @@ where ``allowWatchBookmarks=true``, and for a resourceVersion older than the old
 with a 410 ``Status``, after HTTP 200, as the real server sends it), 404 for a resource it does not serve, 403 for
 one it is told to forbid, 503 while it is ``down``. One resourceVersion counter for every resource, as etcd's.
 The shapes are the fixtures in tests/webhook/fixtures/kube-api (README there).
+
+And for the objects self-managed TLS writes (``writable`` collections: a Secret, the webhook configurations): GET
+of one object (404 when absent), POST to its collection (409 AlreadyExists when the name is taken), PUT carrying the
+resourceVersion it read (409 Conflict when the object has moved on since), and a JSON Patch (a failed ``test`` op:
+422), each write giving the object a new resourceVersion.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class FakeKube:
         self.collections: dict[str, Collection] = {}
         self.forbidden: set[str] = set()
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.writable: set[str] = set()  # collection paths whose objects can be created and written
+        self.objects: dict[str, dict[str, Any]] = {}  # object path -> object, in the writable collections
+        self.writes: list[tuple[str, str]] = []  # (method, path) of every write that succeeded
         self.rv = 10
         self.down = False
         self.cond = threading.Condition()
@@ -137,6 +145,58 @@ class FakeKube:
         config = client.Configuration(host=self.url)
         config.retries = 0  # urllib3's own retries would hide how the view itself retries
         return client.ApiClient(config)
+
+    def put_object(self, collection: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` in a writable collection as the API server would (server-set metadata, a new
+        resourceVersion); what it stored."""
+        with self.cond:
+            self.writable.add(collection)
+            stored = copy.deepcopy(obj)
+            meta = stored.setdefault("metadata", {})
+            meta["resourceVersion"] = str(self._next())
+            meta.setdefault("uid", f"00000000-0000-4000-8000-{self.rv:012d}")
+            meta.setdefault("creationTimestamp", "2026-01-05T10:00:00Z")
+            self.objects[f"{collection}/{meta['name']}"] = stored
+            return copy.deepcopy(stored)
+
+    def write(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        """A client's POST, PUT or PATCH: (HTTP status, answer)."""
+        with self.cond:
+            if method == "POST":
+                if path not in self.writable:
+                    return 404, _status(404, "NotFound", "the server could not find the requested resource")
+                name = body["metadata"]["name"]
+                if f"{path}/{name}" in self.objects:
+                    return 409, _status(409, "AlreadyExists", f'"{name}" already exists')
+                stored = self.put_object(path, body)
+                self.writes.append((method, f"{path}/{name}"))
+                return 201, stored
+            current = self.objects.get(path)
+            if current is None:
+                return 404, _status(404, "NotFound", "not found")
+            if method == "PUT":
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent and sent != current["metadata"]["resourceVersion"]:
+                    return 409, _status(409, "Conflict", "Operation cannot be fulfilled: the object has been "
+                                                         "modified; please apply your changes to the latest version "
+                                                         "and try again")
+                stored = self.put_object(path.rsplit("/", 1)[0], body)
+            else:  # PATCH, a JSON Patch
+                patched = copy.deepcopy(current)
+                for op in body:
+                    *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+                    target: Any = patched
+                    for part in parents:
+                        target = target[int(part)] if isinstance(target, list) else target[part]
+                    key: Any = int(last) if isinstance(target, list) else last
+                    if op["op"] == "test":
+                        if target[key] != op["value"]:
+                            return 422, _status(422, "Invalid", f"the test of {op['path']} failed")
+                    else:  # add, replace
+                        target[key] = op["value"]
+                stored = self.put_object(path.rsplit("/", 1)[0], patched)
+            self.writes.append((method, path))
+            return 200, stored
 
     # -------------------------------------------------------------------------------------------- answers
 
@@ -228,6 +288,9 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
             if url.path in kube.forbidden:
                 self._send(403, _status(403, "Forbidden", f"cannot list resource at {url.path}"))
                 return
+            if url.path in kube.objects:
+                self._send(200, kube.objects[url.path])
+                return
             if url.path not in kube.collections:
                 self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
                 return
@@ -247,6 +310,17 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
             except OSError:  # the view ended the connection (halt)
                 self.close_connection = True
+
+        def _write(self) -> None:
+            url = urlsplit(self.path)
+            kube.requests.append((url.path, {"method": self.command}))
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+            if kube.down:
+                self._send(503, _status(503, "ServiceUnavailable", "unavailable"))
+                return
+            self._send(*kube.write(self.command, url.path, body))
+
+        do_POST = do_PUT = do_PATCH = _write
 
     return Handler
 
