@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -218,7 +219,7 @@ def test_a_stale_view_keeps_serving_and_recovers_within_seconds(kube: FakeKube, 
 
     from compatcheck.webhook.app import State, make_app
 
-    monkeypatch.setattr(cv.random, "random", lambda: 1.0)  # no jitter: each pause is the whole backoff
+    monkeypatch.setattr(random, "random", lambda: 1.0)  # no jitter: each pause is the whole backoff
     metrics = Metrics()
     view = started(kube, loaded, metrics)
 
