@@ -380,3 +380,115 @@ def test_stop_ends_the_open_watches_at_once(kube: FakeKube, loaded: Loaded, monk
         for w in v._watchers:
             w.join(2)
             assert not w.is_alive(), f"{w.resource} watch still running after stop()"
+
+
+def test_the_dra_inventory_is_rebuilt_only_when_a_dra_object_changes(kube: FakeKube, loaded: Loaded) -> None:
+    """Nodes churn (GFD relabels them every minute); ResourceSlices rarely do. A Node event gives a new snapshot
+    with the same inventory (and its allocator's cached selector results); a new ResourceSlice, a new one."""
+    for plural, kind in DRA_KINDS.items():
+        kube.serve(DRA.format(version="v1", plural=plural), "resource.k8s.io/v1", kind)
+    slices = DRA.format(version="v1", plural="resourceslices")
+    kube.add(slices, fixture("resourceslice-v1.json"))
+    view = started(kube, loaded)
+    try:
+        first = view.snapshot
+        assert first.ctx.cluster is not None and first.ctx.cluster.dra is not None
+        inventory = first.ctx.cluster.dra
+        version = kube.add(NODES, node("t4-churn"))
+        wait_until(lambda: view.snapshot.nodes_version == version, what="the new Node in the view")
+        assert view.snapshot is not first and view.snapshot.ctx.cluster.dra is inventory  # type: ignore[union-attr]
+        more = fixture("resourceslice-v1.json")
+        more["metadata"]["name"] = "t4-churn-gpu.nvidia.com-q8m4z"
+        more["spec"].update(nodeName="t4-churn", pool={"name": "t4-churn", "generation": 1, "resourceSliceCount": 1})
+        kube.add(slices, more)
+        wait_until(lambda: any(d.node == "t4-churn" for d in view.snapshot.ctx.cluster.dra.devices),  # type: ignore[union-attr]
+                   what="the new ResourceSlice in the view")
+        assert view.snapshot.ctx.cluster.dra is not inventory  # type: ignore[union-attr]
+    finally:
+        view.stop()
+
+
+def test_an_inference_service_naming_a_model_format_runs_the_watched_serving_runtime(kube: FakeKube,
+                                                                                       loaded: Loaded) -> None:
+    """Where KServe is installed the view watches its ClusterServingRuntimes: an InferenceService that names only a
+    model format is checked with the image of the runtime KServe would pick, as soon as the runtime appears."""
+    runtimes = "/apis/serving.kserve.io/v1alpha1/clusterservingruntimes"
+    kube.serve("/apis/serving.kserve.io/v1alpha1/servingruntimes", "serving.kserve.io/v1alpha1", "ServingRuntime")
+    kube.serve(runtimes, "serving.kserve.io/v1alpha1", "ClusterServingRuntime")
+    view = started(kube, loaded)
+    isvc = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "llama", "namespace": "serving"},
+            "spec": {"predictor": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                                   "model": {"modelFormat": {"name": "vllm"}, "storageUri": "s3://models/llama",
+                                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}}}}
+
+    def findings() -> list[tuple[str, str]]:
+        _, decision = review(admission_review(isvc), "validate", loaded.ruleset, view.snapshot.ctx,
+                             AdmissionSettings())
+        return [(f.rule_id, f.message) for f in decision.findings if f.severity.value == "error"]
+
+    try:
+        assert findings() == []  # no runtime yet: nothing says what image runs
+        kube.add(runtimes, {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+                            "metadata": {"name": "vllm"}, "spec": {
+                                "supportedModelFormats": [{"name": "vllm", "autoSelect": True}],
+                                "containers": [{"name": "kserve-container", "image": CUDA13}]}})
+        (found,) = wait_until(findings, what="the runtime's image checked")
+        assert found[0] == "cuda-driver-too-old"
+        assert found[1].startswith(f"image CUDA 13.0 (image {CUDA13}) needs a driver from branch >= 580; eligible "
+                                   "nodes run 560.35.03 (CUDA 12.6) on ")
+    finally:
+        view.stop()
+
+
+@pytest.mark.parametrize("taints", [
+    [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+     {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}],
+    [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}],
+    [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
+    [{"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}],
+    [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}],
+], ids=["not-ready", "unreachable", "cordoned", "memory-pressure", "uninitialized"])
+def test_not_ready_and_cordoned_nodes_stay_in_scope(kube: FakeKube, loaded: Loaded,
+                                                    taints: list[dict[str, str]]) -> None:
+    """Fail-open guard: while every node of the pool reboots for a driver upgrade (condition taints, cordoned), a
+    CUDA 13 image on R560 nodes is still denied, for the driver, not for a toleration it could not have."""
+    view = started(kube, loaded)
+    try:
+        cordon = taints[0]["key"] == "node.kubernetes.io/unschedulable"
+        for i in range(5):
+            changed = node(f"t4-{i}")
+            changed["spec"]["taints"] = [*changed["spec"]["taints"], *taints]
+            if cordon:
+                changed["spec"]["unschedulable"] = True
+            version = kube.modify(NODES, changed)
+        wait_until(lambda: view.snapshot.nodes_version == version, what="the tainted nodes")
+        for tolerations, rules in (([{"key": "nvidia.com/gpu", "operator": "Exists"}], {"cuda-driver-too-old"}),
+                                   ([], {"gpu-toleration-missing"})):
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {
+                "tolerations": tolerations,
+                "containers": [{"name": "c", "image": CUDA13, "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+            _, decision = review(admission_review(pod), "validate", loaded.ruleset, view.snapshot.ctx,
+                                 AdmissionSettings())
+            assert {f.rule_id for f in decision.findings} == rules
+            # Only the policy taint is what the pod lacks: the condition taints are not named.
+            assert not any("node.kubernetes.io" in f.message or "cloudprovider" in f.message
+                           for f in decision.findings)
+    finally:
+        view.stop()
+
+
+def test_snapshots_carry_the_placement_indexes_over(kube: FakeKube, loaded: Loaded) -> None:
+    view = started(kube, loaded)
+    try:
+        first = view.snapshot.ctx.cluster
+        assert first is not None
+        assert [c.count for c in first.placement({"nodeSelector": {"kubernetes.io/hostname": "t4-1"}})] == [5]
+        version = kube.modify(NODES, node("t4-1", **{"nvidia.com/gfd.timestamp": "1700000060"}))
+        wait_until(lambda: view.snapshot.nodes_version == version, what="the relabelled node")
+        now = view.snapshot.ctx.cluster
+        assert now is not None and now is not first
+        assert now._index is not None  # carried over: the next review does not rebuild it
+        assert now._index.indexed_keys() == ["kubernetes.io/hostname"]
+    finally:
+        view.stop()
