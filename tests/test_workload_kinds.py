@@ -355,8 +355,8 @@ def test_any_other_quantity_is_a_gpu_request(loaded: Loaded, offline: EvalContex
 
 
 def test_a_nimcache_is_no_gpu_workload_and_no_error(loaded: Loaded, offline: EvalContext) -> None:
-    """NIM Operator's own NIMCache sample: its caching Job asks for cpu and memory only (docs/workloads.md), so it is
-    not in the table: lint reads no pod spec in it and says nothing, the webhook admits it with no finding."""
+    """A NIMCache: the Job the operator runs for it asks for cpu and memory only (docs/workloads.md), so it is not in
+    the table: lint reads no pod spec in it and says nothing, the webhook admits it with no finding."""
     path = FIXTURES / "_not-workloads" / "nimcaches.apps.nvidia.com.yaml"
     proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(path), "--format", "json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)

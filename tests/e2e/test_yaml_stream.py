@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared
 from tests.e2e.conftest import namespace
 from tests.e2e.kapi import KubeAPIServer
 from tests.test_reading import TRICKY_PODS
@@ -203,7 +203,8 @@ def test_a_bom_starting_a_later_document(kapi: KubeAPIServer, ns: str) -> None:
     assert (status, out["errors"], out["skipped"], out["summary"]["objects"]) == (0, [], [], 1)
 
 
-MERGE_FILE = ROOT / "tests" / "regression_corpus" / "kube-linter__container-with-merge.yaml"
+# kube-linter's container-with-merge.yaml, read in place (tests/test_regression_corpus.py pins its sha256).
+MERGE_FILE = "corpus/stackrox__kube-linter/pkg__templates__sortedkeys__testdata__container-with-merge.yaml"
 
 
 def kubectl_reads(kapi: KubeAPIServer, ns: str, text: str) -> Any:
@@ -213,9 +214,9 @@ def kubectl_reads(kapi: KubeAPIServer, ns: str, text: str) -> Any:
 
 
 def test_merge_keys_are_read_as_kubectl_reads_them(kapi: KubeAPIServer, ns: str) -> None:
-    # kube-linter's container-with-merge.yaml (tests/regression_corpus): '- <<: *common-env' merges an alias of a
-    # sequence, which go-yaml refuses. compatcheck refuses it too, on its line.
-    text = MERGE_FILE.read_text()
+    # kube-linter's container-with-merge.yaml (../shared/corpus): '- <<: *common-env' merges an alias of a sequence,
+    # which go-yaml refuses. compatcheck refuses it too, on its line.
+    text = shared(MERGE_FILE).read_text()
     said = kubectl_reads(kapi, ns, text)
     assert isinstance(said, str) and "map merge requires map or sequence of maps as the value" in said
     status, out = lint(text)
