@@ -285,8 +285,8 @@ def test_a_nim_claim_creation_spec_becomes_the_cel_the_operator_writes() -> None
 
 
 def test_the_gpu_workload_count_script(tmp_path: Path) -> None:
-    """scripts/gpu_workloads.py (the README's figures): a DRA claim, a KAI annotation, an extended resource, and a
-    CPU pod that is no GPU workload."""
+    """scripts/gpu_workloads.py (the figures in docs/getting-started.md): a DRA claim, a KAI annotation, an extended
+    resource, and a CPU pod that is no GPU workload."""
     kai = ("apiVersion: v1\nkind: Pod\nmetadata: {name: kai, annotations: {gpu-fraction: '0.5'}}\n"
            "spec: {containers: [{name: c, image: 'nvidia/cuda:13.0.2-base-ubi8'}]}\n")
     plain = ("apiVersion: v1\nkind: Pod\nmetadata: {name: plain}\n"
