@@ -7,7 +7,7 @@ the necessary conditions a constraint over several requests misses.
 
 Each reason is computed from the same indices the search used (``Allocator._index``, ``Allocator._local``), so a
 message never contradicts the decision. It must not decide: the allocator calls it only once the search has said
-"no", and nothing here changes what is allocated.
+"no" (or, for ``undecided``, ran out of steps), and nothing here changes what is allocated.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
   taints and capacity request policies), ``DeviceTaint``, ``DeviceToleration`` and ``CapacityPolicy`` (the
   scheduler's rules for consumable capacity: ``consumed``, ``violated_by``);
 - ``Alternative``, ``DeviceRequest`` and ``ClaimConstraint``: what a ResourceClaimSpec asks for;
-- two small helpers every other module needs: ``_qualified`` (an attribute or capacity name in its domain) and
-  ``_node_selector_matches`` (whether a slice's core/v1 NodeSelector reaches a node), and ``_quantity_text`` (a
+- the small helpers the other modules share: ``_qualified`` (an attribute or capacity name in its domain),
+  ``_node_selector_matches`` (whether a slice's core/v1 NodeSelector reaches a node) and ``_quantity_text`` (a
   quantity as Kubernetes writes it, for messages).
 
 It must not read JSON (``read``), evaluate CEL (``selectors``), resolve a pod's claims (``claims``) or allocate
