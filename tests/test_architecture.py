@@ -101,3 +101,18 @@ def test_a_module_over_a_thousand_lines_says_why_at_its_top() -> None:
             if len(p.read_text().splitlines()) > 1000
             and "Why one module" not in (ast.get_docstring(ast.parse(p.read_text())) or "")]
     assert not long, f"split these, or say why at their top ('Why one module ...'): {long}"
+
+
+def test_each_dra_module_says_its_role_and_what_it_must_not_do() -> None:
+    """compatcheck.core.dra is one responsibility per module: each says what it is for and what it must not do, and
+    the package's docstring names every module (what `dra-modules` in pyproject.toml layers)."""
+    package = ROOT / "compatcheck" / "core" / "dra"
+    overview = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    modules = sorted(p for p in package.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) >= 5
+    for path in modules:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        assert "must not" in doc, f"{path.name} does not say what it must not do"
+        assert f"``{path.stem}``" in overview, f"compatcheck/core/dra/__init__.py does not name {path.stem}"
+    layers = (ROOT / "pyproject.toml").read_text().split('containers = ["compatcheck.core.dra"]')[1].split("\n")[1]
+    assert sorted(m.stem for m in modules) == sorted(layers.split("[")[1].split("]")[0].replace('"', "").split(", "))
