@@ -16,7 +16,7 @@ SHARED = ROOT.parent / "shared"
 
 
 def shared(rel: str) -> Path:
-    """``../shared/<rel>``, or a skip that names it (the README's Development section lists these tests)."""
+    """``../shared/<rel>``, or a skip that names it (docs/development.md lists these tests)."""
     path = SHARED / rel
     if not path.exists():
         pytest.skip(f"../shared/{rel} is not beside the checkout")

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from compatcheck.core.cluster import Taint, build_cluster, placement_matches, profile_to_nodes, untolerated_taints
+from compatcheck.core.cluster import Taint, build_cluster, placement_matches, untolerated_taints
+from compatcheck.core.profiles import profile_to_nodes
 from compatcheck.io.loader import Loaded
 
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from compatcheck.core.cel import CelError, CelUnsupported, DeviceInput, Semver, compile_selector
-from compatcheck.core.cluster import profile_to_nodes
 from compatcheck.core.dra import (
     ClaimConstraint,
     build_inventory,
@@ -25,6 +24,7 @@ from compatcheck.core.dra import (
     read_constraints,
     read_slice,
 )
+from compatcheck.core.profiles import profile_to_nodes
 from compatcheck.io.loader import Loaded
 from tests.conftest import ROOT
 
@@ -264,7 +264,7 @@ def test_resource_slices_alone_are_a_nodes_file(tmp_path: Path) -> None:
 def test_a_nim_claim_creation_spec_becomes_the_cel_the_operator_writes() -> None:
     """NVIDIA/k8s-nim-operator internal/k8sutil/cel/cel.go BuildExpr: strings and bools compare with ==/!=, ints
     with the operator, versions and quantities through compareTo(...) against 0; the driver comes first."""
-    from compatcheck.core.dra import _nim_selectors
+    from compatcheck.core.dra.claims import _nim_selectors
 
     device = {"name": "gpu", "driverName": NV, "attributeSelectors": [
         {"key": "architecture", "op": "Equal", "value": {"stringValue": "Ampere"}},
@@ -285,8 +285,8 @@ def test_a_nim_claim_creation_spec_becomes_the_cel_the_operator_writes() -> None
 
 
 def test_the_gpu_workload_count_script(tmp_path: Path) -> None:
-    """scripts/gpu_workloads.py (the README's figures): a DRA claim, a KAI annotation, an extended resource, and a
-    CPU pod that is no GPU workload."""
+    """scripts/gpu_workloads.py (the figures in docs/getting-started.md): a DRA claim, a KAI annotation, an extended
+    resource, and a CPU pod that is no GPU workload."""
     kai = ("apiVersion: v1\nkind: Pod\nmetadata: {name: kai, annotations: {gpu-fraction: '0.5'}}\n"
            "spec: {containers: [{name: c, image: 'nvidia/cuda:13.0.2-base-ubi8'}]}\n")
     plain = ("apiVersion: v1\nkind: Pod\nmetadata: {name: plain}\n"

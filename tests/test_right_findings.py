@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from compatcheck.core.cluster import is_gpu_resource, profile_to_nodes
+from compatcheck.core.cluster import is_gpu_resource
+from compatcheck.core.profiles import profile_to_nodes
 from compatcheck.io.loader import Loaded
 from tests.test_integrations import cc
 

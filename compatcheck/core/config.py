@@ -91,8 +91,8 @@ PUBLIC_REDIRECT_HOSTS = ("auth.docker.io", "production.cloudflare.docker.com", "
 
 @dataclass(frozen=True)
 class RegistrySettings:
-    """``registry:`` in ``.compatcheck.yaml``: reading image configs from registries. See the README's "Reading the
-    image itself" for the reasons behind each default."""
+    """``registry:`` in ``.compatcheck.yaml``: reading image configs from registries. See
+    docs/knowledge-base.md, "Reading the image itself", for the reasons behind each default."""
 
     lookups: bool = False  # lint: opt-in (--registry-lookups); the chart turns it on for the webhook
     offline: bool = False  # only the cache (and --image-facts files): no request at all

@@ -17,18 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from compatcheck.core.cluster import (
-    PROVIDER_LABELS,
     Cluster,
     about_node,
     build_cluster,
     node_problems,
     node_record,
-    profile_to_nodes,
 )
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, build_index, claims_crl
 from compatcheck.core.dra import INVENTORY_KINDS, build_inventory
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
+from compatcheck.core.profiles import PROVIDER_LABELS, profile_to_nodes
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
 from compatcheck.io.manifests import (
     Document,

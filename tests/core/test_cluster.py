@@ -18,10 +18,10 @@ from compatcheck.core.cluster import (
     node_facts,
     node_record,
     placement_matches,
-    profile_to_nodes,
     untolerated_taints,
 )
 from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.profiles import profile_to_nodes
 from compatcheck.core.versions import parse_compute_capability, parse_cuda_version, parse_driver_version
 from tests.core.tables import make_kb
 

@@ -1,4 +1,4 @@
-"""core/dra.py's Allocator decides what the scheduler's structured allocator (k8s.io/dynamic-resource-allocation/
+"""core/dra's Allocator decides what the scheduler's structured allocator (k8s.io/dynamic-resource-allocation/
 structured) decides: full device-to-request matching per node with backtracking, constraints as constraint.go
 checks them, allocationMode All, device taints and request tolerations, consumable capacity. Small hand-written
 inventories; every outcome exact (pointer and message of each finding, or the devices a request gets)."""
@@ -25,14 +25,13 @@ from compatcheck.core.dra import (
     DeviceToleration,
     PodRequest,
     ResolvedAlternative,
-    _node_selector_matches,
-    _quantity_text,
     build_index,
     build_inventory,
     read_claim_spec,
     read_constraints,
     read_slice,
 )
+from compatcheck.core.dra.model import _node_selector_matches, _quantity_text
 from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Severity
 from compatcheck.core.rules import Rule

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from compatcheck.core import dra
 from compatcheck.core.dra import MAX_GRID, PINNABLE, KnownValues, nvidia_attributes, pinned_points
+from compatcheck.core.dra import selectors as dra_selectors
 
 P = "device.attributes['gpu.nvidia.com']"
 KNOWN = KnownValues(("NVIDIA A100-SXM4-40GB", "Tesla T4"), ("7.5", "8.0", "9.0"),
@@ -117,7 +117,7 @@ def test_literals_alone_make_the_product_axis() -> None:
 
 def test_the_grid_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_GRID == 4096
-    monkeypatch.setattr(dra, "MAX_GRID", 4)  # a grid of 4096 points takes seconds to evaluate
+    monkeypatch.setattr(dra_selectors, "MAX_GRID", 4)  # a grid of 4096 points takes seconds to evaluate
     # every string literal of the selectors is a candidate product too, 'gpu.nvidia.com' included
     selector = (f"{P}.productName == 'P1'",)
     assert pinned_points(selector, KnownValues(("P1", "P2", "P3"), (), ())) == ([{"nvidia.com/gpu.product": "P1"}],
@@ -125,13 +125,13 @@ def test_the_grid_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pinned_points(selector, KnownValues(("P1", "P2", "P3", "P4"), (), ())) == ([], False)
     # the size is the product of the axes ('8.0.0' is a candidate product too)
     two = (f"{P}.productName == 'P1' && {P}.cudaComputeCapability == semver('8.0.0')",)
-    monkeypatch.setattr(dra, "MAX_GRID", 6)
+    monkeypatch.setattr(dra_selectors, "MAX_GRID", 6)
     assert pinned_points(two, KnownValues(("P1",), ("8.0", "9.0"), ())) == (
         [{"nvidia.com/gpu.product": "P1", **cc(8, 0)}], False)
     assert pinned_points(two, KnownValues(("P1", "P2"), ("8.0", "9.0"), ())) == ([], False)
     assert pinned_points(two, KnownValues(("P1",), ("7.5", "8.0", "9.0"), ())) == ([], False)
     # an axis of one value counts once
-    monkeypatch.setattr(dra, "MAX_GRID", 3)
+    monkeypatch.setattr(dra_selectors, "MAX_GRID", 3)
     assert pinned_points(two, KnownValues(("P1",), ("8.0",), ())) == ([{"nvidia.com/gpu.product": "P1"}], False)
 
 

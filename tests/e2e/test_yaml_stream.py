@@ -5,7 +5,8 @@ kubectl splits the file at '---' lines itself, decodes the documents in order an
 decode: the documents before it are applied, the one with the error and every one after it are not, and the exit
 status is 1. Its message counts lines from the '---' line before the document. compatcheck reports the same error
 on the same line, counted in the file (whatever the document's kind, also one skipped before the full parse), exits
-2, and still lints the documents after it (README, "Reading input"): each test here checks both sides.
+2, and still lints the documents after it (docs/getting-started.md, "What it checks"): each test here checks both
+sides.
 """
 
 from __future__ import annotations
