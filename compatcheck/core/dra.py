@@ -389,10 +389,11 @@ def device_resources(device: DeviceInput) -> tuple[tuple[str, int], ...]:
     return ((f"nvidia.com/mig-{resource_profile(profile)}", 1),) if profile is not None else ()
 
 
-_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
+_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']"""
+                          r"""|["']([^"']+)["']\s*==\s*[^&|]{0,256}?\.\s*profile\b""")
 
 
-_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]*\.\s*type\b""")
+_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]{0,256}?\.\s*type\b""")
 
 
 def is_mig_request(request: PodRequest) -> bool:

@@ -166,7 +166,7 @@ class EvalContext:
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
 # HAMi's per-container GPU memory and core resources (its nvidia.com/gpu alone is a whole GPU).
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
-_REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)")
+_REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)", re.ASCII)
 
 
 @dataclass(frozen=True)
