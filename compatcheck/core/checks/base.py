@@ -220,7 +220,7 @@ def quantity_int(value: Json) -> int | None:
     # Fast path: almost every GPU request is a small integer or a digit string.
     if type(value) is int:
         return value
-    if type(value) is str and value.isdigit():
+    if type(value) is str and len(value) < 19 and value.isascii() and value.isdigit():  # ('²'.isdigit() too)
         return int(value)
     try:
         q = parse_quantity(value)
