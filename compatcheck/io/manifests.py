@@ -458,7 +458,7 @@ HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
 # (The default's text and the action are bounded: unbounded, every '${A-' or '{{a' without a closing brace scanned to
 # the end of the text, quadratic in a long line of them.)
 _ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]{0,256})?\}")
-_GO_TEMPLATE = re.compile(r"\{\{-?\s{0,64}[.$a-zA-Z(\"][^\n]{0,1024}?\}\}")
+_GO_TEMPLATE = re.compile(r"\{\{-?\s{0,64}[.$a-zA-Z(\"][^\n{}]{0,1024}\}\}")
 VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.yaml, values-prod.yaml, values.gpu.yml
 
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
@@ -679,7 +679,7 @@ def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) ->
 # way ('kind :', 'kind:' with the value below it). Anything else is parsed: a false skip loses input, a false parse
 # only costs time.
 _TOP_SCAN = re.compile(r"""\n(?:kind|["']?kind["']?[ \t]*:|[!&*?"'{\[<%@`|>,\]}])""")
-_FIRST_CONTENT = re.compile(r"(?:---[ \t]*(?:#[^\n]*|\r)?\n)?(?:[ \t]*(?:#[^\n]*|\r)?\n)*")  # one way per line
+_FIRST_CONTENT = re.compile(r"(?<![ \t])(?:---[ \t]*(?:#[^\n]*|\r)?\n)?(?:[ \t]*(?:#[^\n]*|\r)?\n)*")  # one way per line
 
 
 def _skippable_kind(text: str, start: int, end: int) -> str | None:
@@ -709,7 +709,7 @@ def _skippable_kind(text: str, start: int, end: int) -> str | None:
 
 _TOP_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?$", re.M)
 _TOP_KEY = re.compile(r"^[^\s#\-]", re.M)  # a line at column 0 that is neither blank, a comment nor a '-' entry
-_PLAIN_TOP_KEY = re.compile(r"[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
+_PLAIN_TOP_KEY = re.compile(r"(?<![\w.\-/])[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
 _KIND_VALUE = rf"""kind:[ \t]*(?:"({_KIND_NAME})"|'({_KIND_NAME})'|({_KIND_NAME}))[ \t]*(?:#.*)?\r?$"""
 
 
