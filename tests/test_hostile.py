@@ -3,6 +3,7 @@ audit of every regular expression that reads input against adversarial strings. 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -79,7 +80,7 @@ def test_quantities_are_read_as_resource_parse_quantity_reads_them(text: Any, va
 
 @pytest.mark.parametrize(("text", "message"), [
     ("²", "'²' is not a quantity"),  # '²'.isdigit() is True, and int('²') raised ValueError
-    ("١", "'١' is not a quantity"),  # an Arabic-Indic digit: \d took it
+    ("\u0661", "'\u0661' is not a quantity"),  # an Arabic-Indic digit: \d took it
     ("1e", "'1e' is not a quantity"), ("1ee5", "'1ee5' is not a quantity"),
     ("1e99999999999999999999", "'1e99999999999999999999' is not a quantity"),  # past int64: ErrSuffix
     ("1e21", "'1e21' is out of range"), ("1" * 5000, "(5000 characters) is out of range"),
@@ -245,10 +246,8 @@ def test_no_regular_expression_backtracks_catastrophically(loaded: Loaded) -> No
                         return list(pattern.finditer(text)) if op == "finditer" else getattr(pattern, op)(text)
 
                     started = time.perf_counter()
-                    try:
+                    with contextlib.suppress(_Slow):
                         _bounded(max(bound * 4, 2.0), run)
-                    except _Slow:
-                        pass
                     took = time.perf_counter() - started
                     if took > bound:
                         slow.append(f"{source!r}.{op}({unit!r} * n + {tail!r}): {took:.2f} s (bound {bound:.2f} s)")

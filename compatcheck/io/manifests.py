@@ -679,7 +679,7 @@ def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) ->
 # way ('kind :', 'kind:' with the value below it). Anything else is parsed: a false skip loses input, a false parse
 # only costs time.
 _TOP_SCAN = re.compile(r"""\n(?:kind|["']?kind["']?[ \t]*:|[!&*?"'{\[<%@`|>,\]}])""")
-_FIRST_CONTENT = re.compile(r"(?<![ \t])(?:---[ \t]*(?:#[^\n]*|\r)?\n)?(?:[ \t]*(?:#[^\n]*|\r)?\n)*")  # one way per line
+_FIRST_CONTENT = re.compile(r"(?<![ \t])(?:---[ \t]*(?:#[^\n]*|\r)?\n)?(?:[ \t]*(?:#[^\n]*|\r)?\n)*")  # one way a line
 
 
 def _skippable_kind(text: str, start: int, end: int) -> str | None:
