@@ -80,7 +80,7 @@ def soak_webhook(count: int, clients: int, deadline: float) -> dict[str, Any]:
     proc = subprocess.Popen([sys.executable, "-m", "compatcheck", "webhook", "serve", "--cert-file", str(tmp / "tls.crt"),
                              "--key-file", str(tmp / "tls.key"), "--host", "127.0.0.1", "--port", str(port),
                              "--metrics-port", str(metrics_port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=(tmp / "server.log").open("w"), text=True)  # (a pipe nobody reads fills up)
     ctx = ssl.create_default_context(cafile=str(tmp / "ca.crt"))
     ctx.check_hostname = False
     counts = {"requests": 0, "answered": 0, "refused_4xx": 0, "5xx": 0, "dropped": 0, "wrong_uid": 0}
@@ -162,12 +162,14 @@ def soak_webhook(count: int, clients: int, deadline: float) -> dict[str, Any]:
     finally:
         proc.terminate()
         try:
-            _out, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _out, err = proc.communicate()
-        if "Traceback" in (err or ""):
-            print(err[-4000:], file=sys.stderr)
+            proc.wait()
+        log = (tmp / "server.log").read_text(errors="replace")
+        counts["server_tracebacks"] = log.count("Traceback")
+        if "Traceback" in log:
+            print(log[-4000:], file=sys.stderr)
 
 
 def main() -> int:
