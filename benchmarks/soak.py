@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import ssl
 import subprocess
@@ -157,8 +158,8 @@ def soak_webhook(count: int, clients: int, deadline: float) -> dict[str, Any]:
         except OSError:
             healthy = False
         alive = proc.poll() is None
-        return {**counts, "worst_request_s": round(worst[0], 3), "healthz_after": healthy, "alive_after": alive,
-                "seconds": round(time.perf_counter() - started, 1)}
+        result = {**counts, "worst_request_s": round(worst[0], 3), "healthz_after": healthy, "alive_after": alive,
+                  "seconds": round(time.perf_counter() - started, 1)}
     finally:
         proc.terminate()
         try:
@@ -167,9 +168,14 @@ def soak_webhook(count: int, clients: int, deadline: float) -> dict[str, Any]:
             proc.kill()
             proc.wait()
         log = (tmp / "server.log").read_text(errors="replace")
-        counts["server_tracebacks"] = log.count("Traceback")
         if "Traceback" in log:
             print(log[-4000:], file=sys.stderr)
+    # The server's own time per review (its decision log's durationMs: decoding to answer, queueing excluded).
+    durations = [float(m) for m in re.findall(r'"durationMs":([0-9.]+)', log)]
+    result["server_tracebacks"] = log.count("Traceback")
+    result["worst_review_ms"] = max(durations, default=0.0)
+    result["reviews_over_budget"] = sum(1 for d in durations if d > 2000)
+    return result
 
 
 def main() -> int:

@@ -88,7 +88,8 @@ def _lint(loaded: Loaded, texts: dict[str, str]) -> None:
             assert e.line is not None and e.line >= 1, e
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+          database=None)
 @given(st.lists(WORKLOAD, min_size=1, max_size=3), st.sampled_from(["yaml", "json"]))
 def test_kubernetes_shaped_objects_get_an_answer(loaded: Loaded, objects: list[Any], form: str) -> None:
     try:
@@ -104,7 +105,8 @@ def test_kubernetes_shaped_objects_get_an_answer(loaded: Loaded, objects: list[A
 CORPUS = sorted((SHARED / "corpus").glob("*/*.y*ml"))[:200] if (SHARED / "corpus").is_dir() else []
 NOISE = ["\r\n", "# c\r\n" * 20, "[" * 200, "{", "1" * 5000, "²", "'", '"', ": ", "- ", "&a ", "*a", "<<: *a\n",
          "\n---\n", "\n...\n", "\t", "!!int ", "%YAML 1.1\n", "{{ .x }}", "${X}", "\ufeff", "\x85", "9" * 30 + "Ki"]
-ODD = [None, True, 0, -1, 10**30, 1.5, "", "²", "1" * 5000, "x" * 2000, [], [[[]]], {}, {"a": None}, [1, "a"]]
+ODD = [None, True, 0, -1, 10**30, 1.5, "", "²", "1" * 5000, "x" * 2000, "(" * 100 + "true" + ")" * 100, [], [[[]]], {},
+       {"a": None}, [1, "a"]]
 
 
 def mutate_text(text: str, rng: random.Random) -> str:
@@ -186,7 +188,8 @@ def test_mutated_real_manifests_get_an_answer(loaded: Loaded, seed: int) -> None
     _lint(loaded, _corpus_texts(seed, 200))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+          database=None)
 @given(st.integers(0, 2**32))
 def test_hypothesis_mutations_of_real_manifests(loaded: Loaded, seed: int) -> None:
     if not CORPUS:
