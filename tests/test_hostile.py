@@ -181,6 +181,7 @@ def test_a_selector_over_the_estimated_cost_is_not_evaluated() -> None:
      "[{matchExpressions: true}]}}}\n", "matchExpressions: expected a list, found a boolean"),
     ("  tolerations: [{key: nvidia.com/gpu, operator: [Exists]}]\n", "operator: expected a string, found a list"),
     ("  tolerations: [5]\n", "tolerations[0]: expected a mapping, found an integer"),
+    ("  nodeSelector: [a]\n", "nodeSelector: expected a mapping, found a list"),
 ])
 def test_wrong_types_are_input_problems_at_their_line(loaded: Loaded, extra: str, message: str) -> None:
     report = run_lint([], loaded, LintOptions(), texts={"t.yaml": _pod("1", extra)})

@@ -1,10 +1,13 @@
 """The JSON types of the pod spec fields the rules read, checked where a pod spec is read (``engine.evaluate``).
 
 The API server decodes an object into its Go types before anything else looks at it: a list where a string
-belongs (``matchExpressions: [{key: [a]}]``), ``matchExpressions: true`` or a mapping as a toleration is refused
+belongs (``matchExpressions: [{key: [a]}]``), ``matchExpressions: true`` or a number as a toleration is refused
 ("cannot unmarshal array into Go struct field ... of type string"). compatcheck answers such an object with an
 input problem at the field's pointer (its file and line in a lint), and does not run the rules on that pod spec:
-they would read a value that cannot exist. A ``null`` is what Go reads as absent, and is accepted. Pure.
+they would read a value that cannot exist. Only structural mismatches are problems here (a collection where a
+scalar belongs, a scalar or the other collection where a collection belongs); a scalar of the wrong type is left to
+the rules (``yaml-non-string-value`` reports ``value: true``, with a fix). A ``null`` is what Go reads as absent,
+and is accepted. Pure.
 """
 
 from __future__ import annotations
@@ -66,15 +69,11 @@ def kind_of(value: Json) -> str:
 
 
 def _fits(value: Json, expected: Any) -> bool:
-    if expected is str:
-        return isinstance(value, str)
-    if expected is int:  # Go decodes 1.0 into an int field, not 1.5
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if expected is bool:
-        return isinstance(value, bool)
-    if expected == QUANTITY:
-        return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    """Only a collection where a scalar belongs, or a scalar or the other collection where a collection belongs: a
+    scalar of another type where a scalar belongs (``value: true`` for a string) is the finding of the rule
+    ``yaml-non-string-value``, or an input problem of the check that reads it."""
+    if expected in (str, int, bool, QUANTITY):
+        return not isinstance(value, (list, dict))
     if isinstance(expected, list):
         return isinstance(value, list)
     return isinstance(value, dict)
