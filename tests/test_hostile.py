@@ -189,6 +189,17 @@ def test_wrong_types_are_input_problems_at_their_line(loaded: Loaded, extra: str
         (5, "input", f"{message} (the API server refuses the object; its pod spec was not checked)")]
 
 
+# ---------------------------------------------------------------------------------------------- time
+
+def test_an_object_over_its_time_budget_is_said_to_be_unchecked(loaded: Loaded) -> None:
+    report = run_lint([], loaded, LintOptions(object_budget=-1.0), texts={"t.yaml": _pod("1")})
+    assert not report.errors
+    assert [(e.path, e.line, e.severity.value, e.message) for e in report.warnings] == [
+        ("t.yaml", 1, "warning", "not checked: the object took more than -1 s to check (compatcheck's time budget "
+                                 "per object)")]
+    assert not report.findings
+
+
 # ---------------------------------------------------------------------------------------------- the regex audit
 
 def _modules() -> Iterator[Any]:

@@ -34,7 +34,7 @@ class EvalResult:
 
 
 # Every object gets a time budget (seconds of wall clock), checked between rules: an input that makes a check slow
-# (a pod with thousands of containers, a costly selector) ends with a note, never a stuck pipeline or webhook.
+# (a pod with thousands of containers, a costly selector) is said to be unchecked, never a stuck pipeline or webhook.
 OBJECT_BUDGET = 10.0
 
 
