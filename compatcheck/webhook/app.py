@@ -146,8 +146,10 @@ async def _review(state: State, body: object, endpoint: str, ctx: EvalContext,
         return unanswered(body, endpoint, state.settings,  # type: ignore[arg-type]
                           f"{state.waiting} reviews are waiting already")
 
+    deadline = time.monotonic() + budget  # from now: time waiting for the worker counts (nobody waits past it)
+
     def work() -> tuple[JsonObject, Decision]:
-        token = DEADLINE.set(time.monotonic() + budget)
+        token = DEADLINE.set(deadline)
         try:
             return review(body, endpoint, state.ruleset, ctx,  # type: ignore[arg-type]
                           state.settings, state.cache, undecidable)
