@@ -277,6 +277,17 @@ def _failure(req: Request, decision: Decision, settings: AdmissionSettings, erro
                                                                 MAX_WARNING)]})
 
 
+def unanswered(body: Json, endpoint: Literal["validate", "mutate"], settings: AdmissionSettings,
+               error: str) -> tuple[JsonObject, Decision]:
+    """The answer per the failure mode for a review that could not be made (it ran past its time budget, or too
+    many wait): as for an internal error. Raises ReviewError for a malformed body."""
+    req = parse_request(body)
+    ref = object_ref((req.obj if req.obj is not None else req.old) or {})
+    decision = Decision(req.uid, endpoint, req.kind or ref.kind or "", ref.namespace, ref.name, req.operation,
+                        True, req.dry_run)
+    return _failure(req, decision, settings, error), decision
+
+
 def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
            settings: AdmissionSettings, cache: EvaluationCache | None = None,
            undecidable: str | None = None) -> tuple[JsonObject, Decision]:

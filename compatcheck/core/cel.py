@@ -36,7 +36,8 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import Any
 
-from compatcheck.core.quantities import QuantityError, parse_quantity
+from compatcheck.core.quantities import QuantityError
+from compatcheck.core.quantities import parse_text as parse_quantity_text
 
 AttributeValue = str | int | bool  # or Semver: version attributes
 
@@ -57,12 +58,35 @@ class CelUnsupported(CelError):
         super().__init__(message, "unsupported")
 
 
+class CelTooCostly(CelUnsupported):
+    """The expression is over compatcheck's cost limit (see ``estimate_cost``): it is not evaluated, and nothing is
+    said about it but that."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"not checked: selector too costly ({message})")
+
+
+# The API server's limits on a selector (k8s.io/api/resource/v1: CELSelectorExpressionMaxLength = 10240 characters,
+# CELSelectorExpressionMaxCost = 1000000; validateCELSelector refuses a longer or costlier expression, and the
+# scheduler evaluates with that cost as its runtime limit, k8s.io/dynamic-resource-allocation/cel). compatcheck's
+# estimate is not cel-go's (no type-checker here): one unit per syntax node, a comprehension's body counted once per
+# element of its range (the elements of a list literal, 32 for a map of the device, as a device has at most 32
+# attributes and capacities, and the expression's length for anything else), so it only ever says more than cel-go.
+MAX_EXPRESSION_LENGTH = 10240
+MAX_COST = 1_000_000
+# Nesting of brackets and unary operators: each level is a dozen frames of the pure-Python parser and evaluator, so
+# deeper expressions would end in RecursionError (cel-go's parser stops at a recursion depth of 250 by default).
+MAX_NESTING = 32
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
 # ---------------------------------------------------------------------------------------------- semver
 
 _NUM = r"0|[1-9]\d*"
 _PRE_ID = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
 _SEMVER_RE = re.compile(rf"^(?P<major>{_NUM})\.(?P<minor>{_NUM})\.(?P<patch>{_NUM})"
-                        rf"(?:-(?P<pre>{_PRE_ID}(?:\.{_PRE_ID})*))?(?:\+(?P<build>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$")
+                        rf"(?:-(?P<pre>{_PRE_ID}(?:\.{_PRE_ID})*))?(?:\+(?P<build>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$",
+                        re.ASCII)
 
 
 @total_ordering
@@ -152,9 +176,6 @@ def normalise_semver(text: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- quantity
 
-_K8S_QUANTITY = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-
-
 class Quantity:
     """A CEL ``kubernetes.Quantity`` (exact, as a fraction)."""
 
@@ -165,10 +186,8 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str) -> Quantity:
-        if not _K8S_QUANTITY.match(text):
-            raise CelError(f"{text!r} is not a quantity")
-        try:
-            return cls(parse_quantity(text))
+        try:  # resource.ParseQuantity, as the quantity() library function calls it (no spaces trimmed)
+            return cls(parse_quantity_text(text))
         except QuantityError as exc:
             raise CelError(str(exc)) from None
 
@@ -368,12 +387,23 @@ class Selector:
         self.expression = expression
         if "cel.bind(" in expression.replace(" ", ""):
             raise CelUnsupported("cel.bind() is not supported by compatcheck's CEL evaluator")
+        if len(expression) > MAX_EXPRESSION_LENGTH:
+            raise CelError(f"{len(expression)} characters, over the API server's limit of {MAX_EXPRESSION_LENGTH}",
+                           "syntax")
+        depth = nesting(expression)
+        if depth > MAX_NESTING:
+            raise CelTooCostly(f"nested {depth} deep, over compatcheck's limit of {MAX_NESTING}")
         env = celpy.Environment()
         try:
             ast = env.compile(expression)
         except celpy.CELParseError as exc:
             where = f" at line {exc.line}, column {exc.column}" if getattr(exc, "line", None) else ""
             raise CelError(f"syntax error{where}", "syntax") from None
+        except RecursionError:
+            raise CelTooCostly("too deeply nested to parse") from None
+        cost = estimate_cost(ast, len(expression))
+        if cost > MAX_COST:
+            raise CelTooCostly(f"estimated cost {cost} is over the limit of {MAX_COST}")
         for m in _DEVICE_FIELD.finditer(_LITERALS.sub('""', expression)):
             if m.group(1) not in DEVICE_FIELDS:  # the API server type-checks the device object's fields
                 raise CelError(f"undefined field '{m.group(1)}'", "syntax")
@@ -389,6 +419,8 @@ class Selector:
             raise _eval_error(exc) from None
         except CelError:
             raise
+        except RecursionError:
+            raise CelTooCostly("too deeply nested to evaluate") from None
         except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
             raise CelError(f"{type(exc).__name__}: {exc}") from None
         if isinstance(result, celpy.CELEvalError):
@@ -397,6 +429,73 @@ class Selector:
             raise CelError(f"the expression evaluated to {type(result).__name__.removesuffix('Type').lower()}, "
                            "not bool")
         return bool(result)
+
+
+def nesting(expression: str) -> int:
+    """How deep brackets and prefix operators nest in ``expression`` (outside string literals): a linear scan, made
+    before the recursive parser sees the text."""
+    deepest = depth = 0
+    unary = 0  # a run of prefix operators ('!!!!x', '- - -x')
+    for token in _NESTING_TOKENS.finditer(_LITERALS.sub('""', expression)):
+        t = token.group()
+        if t in "([{":
+            depth += 1
+            unary = 0
+        elif t in ")]}":
+            depth = max(depth - 1, 0)
+            unary = 0
+        elif t in "!-":
+            unary += 1
+        else:
+            unary = 0
+        deepest = max(deepest, depth + unary)
+    return deepest
+
+
+_NESTING_TOKENS = re.compile(r"[()\[\]{}!-]|[^()\[\]{}!\s-]+")
+
+
+def estimate_cost(ast: Any, length: int) -> int:
+    """An upper bound of the steps of evaluating ``ast`` (celpy's parse tree) once: one per node, and a
+    comprehension's arguments once per element of its range (see ``MAX_COST``). Iterative: the tree may be deep."""
+    # (node, multiplier): post-order sums would need recursion; a multiplier pushed down is the same bound.
+    total = 0
+    stack: list[tuple[Any, int]] = [(ast, 1)]
+    while stack:
+        node, times = stack.pop()
+        total += times
+        if total > MAX_COST:
+            return total
+        children = getattr(node, "children", None)
+        if not children:
+            continue
+        if getattr(node, "data", None) == "member_dot_arg" and len(children) >= 2 and \
+                str(children[1]) in _MACROS:
+            target, *args = children
+            stack.append((target, times))
+            size = _range_size(target, length)
+            stack.extend((arg, times * size) for arg in args)
+            continue
+        stack.extend((child, times) for child in children)
+    return total
+
+
+def _range_size(node: Any, length: int) -> int:
+    """How many elements a comprehension's range can have: a list or map literal's own, a map of the device's 32,
+    else as many as the expression has characters."""
+    while getattr(node, "data", None) in ("member", "primary") and len(node.children) == 1:
+        node = node.children[0]
+    data = getattr(node, "data", None)
+    if data in ("list_lit", "map_lit"):
+        items = node.children[0] if node.children else None
+        return max(len(getattr(items, "children", ()) or ()), 1)
+    if data in ("member_dot", "member_index"):
+        leftmost = node
+        while getattr(leftmost, "children", None):
+            leftmost = leftmost.children[0]
+        if str(leftmost) == "device":
+            return 32
+    return max(length, 1)
 
 
 def _eval_error(exc: Any) -> CelError:

@@ -72,15 +72,17 @@ def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type hin
     return Draft202012Validator(schema)
 
 
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # one way to match: linear
+
+
 def value_matches(data_type: DataType, value: Json) -> bool:
     if data_type == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()) is not None)
+            isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()) is not None)
     if data_type == "float":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return True
-        return isinstance(value, str) and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", value.strip()) \
-            is not None
+        return isinstance(value, str) and _FLOAT.fullmatch(value.strip()) is not None
     try:
         parse_quantity(value)
         return True

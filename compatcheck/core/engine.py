@@ -9,6 +9,8 @@ diagnostic naming the rule, never a crash.
 
 from __future__ import annotations
 
+import contextvars
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +19,7 @@ from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
+from compatcheck.core.shapes import pod_spec_problems
 from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
 
 
@@ -30,10 +33,28 @@ class EvalResult:
     pods: list[PodTarget] | None = None
 
 
+# Every object gets a time budget (seconds of wall clock), checked between rules: an input that makes a check slow
+# (a pod with thousands of containers, a costly selector) is said to be unchecked, never a stuck pipeline or webhook.
+OBJECT_BUDGET = 10.0
+
+
+class OverBudget(Exception):
+    """The object's evaluation went past its deadline: what was found so far is not an answer."""
+
+
+# The deadline of whatever runs now in this thread or task (a webhook review, which evaluates several objects: the
+# object, its old version, fixes), for callers that do not pass one; None: none.
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("compatcheck_deadline", default=None)
+
+
 def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
-             severities: dict[str, Severity] | None = None, duplicates: Sequence[DuplicateKey] = ()) -> EvalResult:
+             severities: dict[str, Severity] | None = None, duplicates: Sequence[DuplicateKey] = (),
+             deadline: float | None = None) -> EvalResult:
     """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared.
-    ``duplicates``: the keys the YAML reader saw twice in ``obj`` (it kept the last, as kubectl does)."""
+    ``duplicates``: the keys the YAML reader saw twice in ``obj`` (it kept the last, as kubectl does).
+    ``deadline`` (a ``time.monotonic()`` value; else ``DEADLINE``'s): raise ``OverBudget`` once it has passed,
+    checked between rules."""
+    deadline = deadline if deadline is not None else DEADLINE.get()
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
@@ -43,14 +64,22 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     seen_problems: set[tuple[str, str]] = set()
     target = ObjectTarget(obj, pods, tuple(duplicates))
     for rule in rules.object_rules:
+        _check(deadline)
         _collect(rule, _run(rule, target, ctx, result), result, ref, sev, seen_problems)
     if not pods:
         return result
     online = ctx.cluster is not None
     for pod in pods:
+        shape = [] if pod.flat else pod_spec_problems(pod.spec, pod.pointer)
+        if shape:  # the API server refuses the object: no rule reads a value that cannot exist
+            for pointer, message in shape:
+                result.problems.append(Diagnostic("", f"{message} (the API server refuses the object; its pod spec "
+                                                      "was not checked)", pointer=pointer, kind="input"))
+            continue
         analysis = PodAnalysis(pod, ctx)
         # Most rules only concern GPU pods; the split is made once per rule set, not tested per rule.
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
+            _check(deadline)
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
             _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat)
         for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
@@ -58,6 +87,11 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
                 seen_problems.add((pointer, message))
                 result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
     return result
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise OverBudget("over its time budget")
 
 
 def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, result: EvalResult) -> list[Outcome]:

@@ -31,8 +31,8 @@ from compatcheck.core.versions import Version, VersionError, parse_cuda_version
 
 # "cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470,driver<471": space-separated
 # alternatives (any one satisfies the gate), each a comma-separated conjunction.
-_CUDA_TERM = re.compile(r"^cuda>=\s*(\d+\.\d+(?:\.\d+)?)$")
-_DRIVER_MIN = re.compile(r"^driver>=\s*(\d+)(?:\.\d+)*$")
+_CUDA_TERM = re.compile(r"^cuda>=\s*(\d+\.\d+(?:\.\d+)?)$", re.ASCII)
+_DRIVER_MIN = re.compile(r"^driver>=\s*(\d+)(?:\.\d+)*$", re.ASCII)
 CUDA_LABEL = "com.nvidia.cuda.version"  # NGC images label their CUDA as well as setting CUDA_VERSION
 
 

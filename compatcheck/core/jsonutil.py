@@ -45,14 +45,63 @@ def in_group(obj: JsonObject, group: str, kinds: Collection[str]) -> bool:
     return isinstance(api_version, str) and api_version.startswith(group + "/") and obj.get("kind") in kinds
 
 
+# How deep JSON (and YAML) values may nest. The API server's decoder accepts 10,000 levels (Go's encoding/json); no
+# Kubernetes object needs more than a few dozen, and every reader here (json, the YAML composer, the value builder,
+# rules walking a value) recurses per level, so compatcheck refuses more than this, before decoding.
+MAX_DEPTH = 128
+# Integers with more digits than this are refused (Python's own int() stops at 4300 digits, with a ValueError); the
+# API server reads no integer field past 64 bits either.
+MAX_INT_DIGITS = 1000
+_KEEP = b'"[]{}'
+_DELETE = bytes(b for b in range(256) if b not in _KEEP)
+
+
+def json_too_deep(raw: bytes | str, limit: int = MAX_DEPTH) -> bool:
+    """Whether the brackets of a JSON text (or a YAML flow collection) nest more than ``limit`` deep, strings left
+    out. C-speed passes only: bytes.replace, translate and split, then a pass of bytes.replace per level on the
+    brackets alone; none at all when the text has fewer brackets than the limit. Unclosed brackets count as
+    levels too (a decoder recurses into them before it finds them unclosed)."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    # Escaped backslashes, then escaped quotes, go first: what is left between quotes is a string's body.
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _DELETE)
+    data = b"".join(data.split(b'"')[::2])  # what is outside strings
+    for passes in range(limit + 1):  # each pass takes the innermost pairs away: a level (two, where [ and { nest
+        if not data:                 # alternately: a bound within a factor of two, which is all this is for)
+            return False
+        shorter = data.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(data):  # only unmatched brackets are left: each opener is one more level
+            return passes + data.count(b"[") + data.count(b"{") > limit
+        data = shorter
+    return True
+
+
+def refuse_huge_int(digits: str) -> int:
+    """The json module's ``parse_int``: an integer, unless it has more than ``MAX_INT_DIGITS`` digits (a ValueError
+    with a message to show, rather than Python's conversion-limit error)."""
+    if len(digits) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(digits.lstrip('-'))} digits (more than {MAX_INT_DIGITS})")
+    return int(digits)
+
+
 def loads(raw: bytes | str) -> Json:
-    """Parse JSON; raises json.JSONDecodeError (or UnicodeDecodeError) with the json module's message."""
+    """Parse JSON; raises json.JSONDecodeError (or UnicodeDecodeError) with the json module's message, and for what
+    no decoder should take: nesting past ``MAX_DEPTH``, an integer past ``MAX_INT_DIGITS`` digits."""
+    if json_too_deep(raw):
+        raise json.JSONDecodeError(f"nested more than {MAX_DEPTH} levels deep", "", 0)
     if orjson is not None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass  # let the json module decide, and word the error
-    return json.loads(raw)
+    try:
+        return json.loads(raw, parse_int=refuse_huge_int)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:  # a huge integer; nesting (a last resort: json_too_deep saw it)
+        message = str(exc) if isinstance(exc, ValueError) else "nested too deep"
+        raise json.JSONDecodeError(message, "", 0) from None
 
 
 def dumps(value: Json) -> bytes:

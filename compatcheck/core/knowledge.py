@@ -524,7 +524,7 @@ def _ver(text: Json, where: str) -> Version | None:
         raise KnowledgeError(f"{where}: {exc}") from None
 
 
-_POST = re.compile(r"^(?P<release>v?\d+(?:\.\d+){0,2})\.post(?P<post>\d+)$")
+_POST = re.compile(r"^(?P<release>v?\d+(?:\.\d+){0,2})\.post(?P<post>\d+)$", re.ASCII)
 
 
 def _tag_version(text: str | None) -> Version:
@@ -601,7 +601,7 @@ def _regex(text: str, where: str, flags: int = 0) -> re.Pattern[str]:
         raise KnowledgeError(f"{where}: bad regex {text!r}: {exc}") from None
 
 
-_MIG_SUFFIX = re.compile(r"-MIG-\d+g\.\d+gb.*$", re.IGNORECASE)
+_MIG_SUFFIX = re.compile(r"-MIG-\d+g\.\d+gb.*$", re.IGNORECASE | re.ASCII)
 
 
 def normalise_product(label: str) -> str:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache, total_ordering
 
-_VERSION_RE = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?$")
+_VERSION_RE = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?$", re.ASCII)
 
 
 class VersionError(ValueError):

@@ -5,6 +5,7 @@ the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates an
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.dra import KINDS as DRA_KINDS
 from compatcheck.core.dra import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.dra import build_index as build_dra_index
-from compatcheck.core.engine import evaluate
+from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
@@ -60,6 +61,7 @@ class LintOptions:
     image_facts: list[str] = field(default_factory=list)
     cache: ImageCache | None = None
     lookup_stats: imagefacts.LookupStats | None = None
+    object_budget: float = OBJECT_BUDGET  # seconds per object (engine.OBJECT_BUDGET)
 
 
 # Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
@@ -256,8 +258,16 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
         for doc in pf.documents:
             for prefix, obj in iter_objects(doc):
                 report.objects += 1
-                result = evaluate(obj, rules, ctx, severities=config.severities,
-                                  duplicates=duplicates_in(doc, prefix))
+                try:
+                    result = evaluate(obj, rules, ctx, severities=config.severities,
+                                      duplicates=duplicates_in(doc, prefix),
+                                      deadline=time.monotonic() + options.object_budget)
+                except OverBudget:
+                    path, line, _col = _where(doc, prefix, options)
+                    report.add([Diagnostic(path, f"not checked: the object took more than {options.object_budget:g} s "
+                                                 "to check (compatcheck's time budget per object)", line,
+                                           severity=Severity.WARNING, kind="input")])
+                    continue
                 located: list[Finding] = []
                 for finding in result.findings:
                     path, line, col = _where(doc, prefix + finding.pointer, options)

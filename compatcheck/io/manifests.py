@@ -31,16 +31,23 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, StreamEndEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.resolver import BaseResolver
 from ruamel.yaml.tag import Tag
 
+from compatcheck.core.jsonutil import MAX_DEPTH as MAX_JSON_DEPTH
+from compatcheck.core.jsonutil import MAX_INT_DIGITS, json_too_deep, refuse_huge_int
 from compatcheck.core.model import Diagnostic, DuplicateKey, Severity
 from compatcheck.core.pointers import escape_token, split_pointer
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 # Alias expansion ("billion laughs") is bounded per document.
 MAX_NODES_PER_DOCUMENT = 500_000
+# Nesting is bounded before any composer or decoder sees the text (``nesting_problem``): the C composer recurses once
+# per level (100,000 nested '[' crashed the process), and so does building the values. The API server's JSON decoder
+# stops at 10,000 levels (Go's encoding/json); no Kubernetes object comes near compatcheck's 128 (jsonutil.MAX_DEPTH).
+MAX_DEPTH = MAX_JSON_DEPTH
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 Position = tuple[int, int]  # 1-based line, 1-based column
@@ -102,6 +109,7 @@ class _DocumentBuilder:
         self.strict = strict
         self.resolve = resolve_core if strict else resolve_plain
         self.budget = MAX_NODES_PER_DOCUMENT
+        self.depth = 0  # containers being built (aliases can nest deeper than the text)
         self.duplicates: list[tuple[dict[str, Any], str, int, int]] = []  # (mapping, key, first line, last line)
 
     def build(self, node: Node) -> Any:
@@ -110,6 +118,15 @@ class _DocumentBuilder:
             raise _BuildError("document expands to too many nodes (alias bomb?)", node)
         if isinstance(node, ScalarNode):
             return self._scalar(node)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _BuildError(f"nested more than {MAX_DEPTH} levels deep", node)
+            return self._container(node)
+        finally:
+            self.depth -= 1
+
+    def _container(self, node: Node) -> Any:
         if isinstance(node, SequenceNode):
             if not self.track:
                 return [self.build(child) for child in node.value]
@@ -199,7 +216,13 @@ class _DocumentBuilder:
         for src in sources:
             if not isinstance(src, MappingNode):
                 raise _BuildError("merge key '<<' needs a mapping or a list of mappings", key_node)
-            built = self._mapping(src)
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise _BuildError(f"merge keys nested more than {MAX_DEPTH} levels deep", key_node)
+                built = self._mapping(src)
+            finally:
+                self.depth -= 1
             out.append((built, self.positions.get(id(built), {})))
         return out
 
@@ -264,6 +287,7 @@ _GO_INT_RE = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7
 _GO_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")  # go-yaml's yamlStyleFloat
 _DOT_FLOAT_RE = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?")  # what strconv.ParseFloat accepts after a leading '.'
 _INT64, _UINT64 = 1 << 63, 1 << 64
+_MAX_INT_TEXT = 1000  # digits: far past go-yaml's 64-bit integers, well within Python's int() conversion limit
 _NOT_FOUND = object()
 
 
@@ -286,7 +310,7 @@ def resolve_plain(value: str) -> Any:
 def _go_number(value: str) -> Any:
     """ParseInt, then ParseUint, then the float syntax, then a big integer (unsigned only), as go-yaml v2 tries."""
     plain = value.replace("_", "")
-    m = _GO_INT_RE.fullmatch(plain)
+    m = _GO_INT_RE.fullmatch(plain) if len(plain) <= _MAX_INT_TEXT else None  # longer: past any int64 and uint64
     if m is not None:
         sign, digits = m.groups()
         base = {"0x": 16, "0o": 8, "0b": 2}.get(digits[:2].lower())
@@ -437,8 +461,10 @@ HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
 # Placeholders of a template that was not rendered: envsubst's ${VAR} (with the shell's :- := :? :+ forms) and
 # Go templates' {{ ... }}. A scalar is a placeholder when it has one and no whitespace (an image "repo:${TAG}",
 # a quantity "${GPUS}", "--model=${MODEL}"); a shell script in args (sh -c "echo ${HOME}") is not.
-_ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\}")
-_GO_TEMPLATE = re.compile(r"\{\{-?\s*[.$a-zA-Z(\"].*?\}\}")
+# (The default's text and the action are bounded: unbounded, every '${A-' or '{{a' without a closing brace scanned to
+# the end of the text, quadratic in a long line of them.)
+_ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]{0,256})?\}")
+_GO_TEMPLATE = re.compile(r"\{\{-?\s{0,64}[.$a-zA-Z(\"][^\n{}]{0,1024}\}\}")
 VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.yaml, values-prod.yaml, values.gpu.yml
 
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
@@ -462,7 +488,10 @@ def _line_starts(pattern: re.Pattern[str], text: str, start: int = 0, end: int |
 _KIND_NAME = r"[A-Za-z][A-Za-z0-9]*"
 _TOP_KIND = re.compile(rf"""^kind:[ \t]*(?:"({_KIND_NAME})"|'({_KIND_NAME})'|({_KIND_NAME}))[ \t]*(?:#.*)?\r?$""", re.M)
 _TOP_API_VERSION = re.compile(r"^apiVersion:", re.M)
-_ONLY_DIRECTIVES = re.compile(r"(?:[ \t]*(?:%[^\n]*|#[^\n]*)?\r?\n)*[ \t]*(?:%[^\n]*|#[^\n]*)?")
+# Each line: blanks, then a directive or comment (which runs to the '\n', a '\r' included) or a lone '\r' before it.
+# One way only to match a line: a '\r?' after the comment, as before, let two alternatives take a CRLF line's '\r',
+# and a failed match then backtracked 2**lines ways (a CRLF file headed by a few dozen comment lines).
+_ONLY_DIRECTIVES = re.compile(r"(?:[ \t]*(?:[%#][^\n]*|\r)?\n)*[ \t]*(?:[%#][^\n]*)?")
 
 # Whether a document of this kind can matter to the lint (hold a pod spec, be a List, be a CRL ConfigMap), given
 # the kind and the document's text. Documents of other kinds are skipped before the position-tracking parse.
@@ -581,10 +610,44 @@ def _raw_parse(text: str) -> None:
             pass
 
 
+_BLOCK_PREFIX = re.compile(r"^[ \t?:-]*", re.M)  # what a line's block nesting is written with: indentation, '- ', '? '
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep (compatcheck's limit; the API server's is 10000)"
+
+
+def nesting_problem(text: str) -> int | None:
+    """The 1-based line of ``text`` where YAML collections nest past ``MAX_DEPTH``, or None. Made before composing
+    (the C composer recurses once per level): a count of flow brackets and of the longest run of indentation and
+    '-' at a line start bounds the depth; only where that bound is over the limit are the parser's events counted
+    (libyaml's parser keeps its own stack: no recursion)."""
+    flow = text.count("[") + text.count("{")
+    if flow <= MAX_DEPTH // 2 and max(map(len, _BLOCK_PREFIX.findall(text)), default=0) <= MAX_DEPTH // 2:
+        return None
+    depth = 0
+    try:
+        events = _CParser(text) if _CParser is not None else None
+        stream = iter(events.get_event, None) if events is not None else _parser().parse(text)
+        for event in stream:
+            if isinstance(event, CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return int(event.start_mark.line) + 1
+            elif isinstance(event, CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, StreamEndEvent):
+                break
+    except YAMLError:
+        return None  # a syntax error before the limit: the composer reports it (having recursed no deeper)
+    return None
+
+
 def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) -> bool:
     """Check the syntax of a document skipped unparsed (``text`` starts at 0-based line ``line_offset`` of the file):
     whether it had an error, which goes into ``result`` (a document that looks like a template is skipped quietly,
     as its kind cannot matter)."""
+    deep = nesting_problem(text)
+    if deep is not None:
+        result.errors.append(Diagnostic(path, f"invalid YAML: {_TOO_DEEP}", deep + line_offset))
+        return True
     try:
         _raw_parse(text)
         if "<<" in text or any(p.search(text) for p in _COMPOSE_SUSPECTS):
@@ -622,7 +685,7 @@ def _syntax_error(path: str, text: str, line_offset: int, result: ParsedFile) ->
 # way ('kind :', 'kind:' with the value below it). Anything else is parsed: a false skip loses input, a false parse
 # only costs time.
 _TOP_SCAN = re.compile(r"""\n(?:kind|["']?kind["']?[ \t]*:|[!&*?"'{\[<%@`|>,\]}])""")
-_FIRST_CONTENT = re.compile(r"(?:---[ \t]*(?:#[^\n]*)?\r?\n)?(?:[ \t]*(?:#[^\n]*)?\r?\n)*")
+_FIRST_CONTENT = re.compile(r"(?<![ \t])(?:---[ \t]*(?:#[^\n]*|\r)?\n)?(?:[ \t]*(?:#[^\n]*|\r)?\n)*")  # one way a line
 
 
 def _skippable_kind(text: str, start: int, end: int) -> str | None:
@@ -652,7 +715,7 @@ def _skippable_kind(text: str, start: int, end: int) -> str | None:
 
 _TOP_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?$", re.M)
 _TOP_KEY = re.compile(r"^[^\s#\-]", re.M)  # a line at column 0 that is neither blank, a comment nor a '-' entry
-_PLAIN_TOP_KEY = re.compile(r"[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
+_PLAIN_TOP_KEY = re.compile(r"(?<![\w.\-/])[A-Za-z_][\w.\-/]*:(?:[ \t]|\r?$)", re.M)
 _KIND_VALUE = rf"""kind:[ \t]*(?:"({_KIND_NAME})"|'({_KIND_NAME})'|({_KIND_NAME}))[ \t]*(?:#.*)?\r?$"""
 
 
@@ -704,6 +767,10 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
     kubectl's '---' chunks, of which go-yaml reads the first document only: what follows a '...' end marker there is
     ignored, with a note."""
     first_index = index
+    deep = nesting_problem(text)
+    if deep is not None:
+        result.errors.append(Diagnostic(path, f"invalid YAML: {_TOO_DEEP}", deep + line_offset))
+        return max(index, first_index + 1) if first_only else index
     try:
         for node in _parser(pure).compose_all(text):
             if first_only and index > first_index:
@@ -805,11 +872,16 @@ def load_data(text: str) -> list[Any]:
     """All documents of a YAML/JSON text as plain data, without positions (node files: fast path).
     Raises YAMLError / ValueError (with a line) on bad input."""
     if text.lstrip().startswith(("{", "[")):
+        if json_too_deep(text):
+            raise ValueError(_TOO_DEEP)
         try:
-            return [json.loads(text)]
+            return [json.loads(text, parse_int=refuse_huge_int)]
         except json.JSONDecodeError:
             pass  # flow-style YAML, not JSON
     out = []
+    deep = nesting_problem(text)
+    if deep is not None:
+        raise ValueError(f"line {deep}: {_TOO_DEEP}")
     for node in _parser().compose_all(text):
         if node is None:
             continue
@@ -827,12 +899,21 @@ def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: 
     """A JSON file: read with the json module first (fast); non-Kubernetes JSON (tsconfig.json with comments, a
     Grafana dashboard) is skipped quietly, like non-Kubernetes YAML; Kubernetes objects of a kind ``wanted``
     refuses are skipped; the rest is composed again for positions."""
+    if json_too_deep(text):
+        if wanted is None or _KUBERNETES_JSON.search(text):
+            result.errors.append(Diagnostic(path, f"invalid JSON: {_TOO_DEEP}", _deepest_line(text)))
+        return result
     try:
-        data: Any = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        data: Any = json.loads(text, parse_int=refuse_huge_int)
+    except json.JSONDecodeError as exc:
         if wanted is not None and not _KUBERNETES_JSON.search(text):
             return result  # not JSON we could lint, nor JSON that claims to be a Kubernetes object
         data = exc
+    except (ValueError, RecursionError) as exc:  # an integer of too many digits (json_too_deep saw the nesting)
+        if wanted is None or _KUBERNETES_JSON.search(text):
+            what = str(exc) if isinstance(exc, ValueError) else "nested too deep"
+            result.errors.append(Diagnostic(path, f"invalid JSON: {what}", _long_number_line(text)))
+        return result
     if wanted is not None and not isinstance(data, Exception):
         if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
             return result
@@ -865,6 +946,32 @@ def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: 
         return result
     result.documents.append(Document(path, 0, data, 1))
     return result
+
+
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_INT_DIGITS + 1}}}")
+
+
+def _long_number_line(text: str) -> int | None:
+    found = _LONG_NUMBER.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else None
+
+
+def _deepest_line(text: str) -> int:
+    """The line where a JSON text's brackets first nest past ``MAX_DEPTH`` (strings left out): only called for a
+    text known to be too deep."""
+    depth = 0
+    for m in _JSON_TOKENS.finditer(text):
+        t = m.group()
+        if t in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return text.count("\n", 0, m.start()) + 1
+        elif t in "]}":
+            depth -= 1
+    return 1
+
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}]')
 
 
 def decode(path: str, raw: bytes, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> tuple[str | None, Diagnostic | None]:

@@ -61,7 +61,7 @@ HOST_ALIASES = {"docker.io": "registry-1.docker.io", "index.docker.io": "registr
 MAX_REDIRECTS = 3
 MAX_TOKEN_BYTES = 256 * 1024
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
-_CHALLENGE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
+_CHALLENGE = re.compile(r'(?<!\w)(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
 
 
 class FetchError(Exception):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from compatcheck.io.manifests import Document
 from compatcheck.io.templatemap import Define, TemplateWalker, find_defines
 
-_SOURCE = re.compile(r"^# Source: (?P<path>.+?)\s*$", re.MULTILINE)
+_SOURCE = re.compile(r"^# Source: (?P<path>\S(?:[^\n]*\S)?)[ \t\r]*$", re.MULTILINE)  # no lazy scan: linear
 
 
 class RenderError(Exception):

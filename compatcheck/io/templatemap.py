@@ -22,7 +22,8 @@ from typing import Any
 
 from compatcheck.core.pointers import split_pointer
 
-_ACTION = re.compile(r"\{\{.*?\}\}")
+# (No "{{" inside an action: a scan from one "{{" stops at the next, so a line of them without "}}" stays linear.)
+_ACTION = re.compile(r"\{\{(?:[^{}]|\{(?!\{)|\}(?!\}))*\}\}")
 # Actions that write YAML content (not control flow).
 _WRITER = re.compile(r"\b(toYaml|toJson|include|template|tpl|toPrettyJson)\b|\.Files\.")
 # A named template written here ({{ include "x.podSpec" . | nindent 6 }}): the walk goes on in its define.
@@ -50,7 +51,8 @@ def find_defines(files: dict[str, list[str]]) -> dict[str, Define]:
                     if opened == "define" and name and name not in out:
                         out[name] = (path, lines, start + 1, number)
     return out
-_KEY = re.compile(r"""^(?P<key>"[^"]*"|'[^']*'|[^\s#'"{\[][^:#]*?)\s*:(?:\s+(?P<value>.*))?$""")
+# (The key ends on a non-blank: a lazy key before "\s*:" rescanned the blanks at every step, quadratic.)
+_KEY = re.compile(r"""^(?P<key>"[^"]*"|'[^']*'|[^\s#'"{\[](?:[^:#]*[^\s:#])?)\s*:(?:\s+(?P<value>.*))?$""")
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,16 @@ import asyncio
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
 
-from compatcheck.core.admission import AdmissionSettings, EvaluationCache, ReviewError, review
-from compatcheck.core.jsonutil import dumps, loads
+from compatcheck.core.admission import AdmissionSettings, Decision, EvaluationCache, ReviewError, review, unanswered
+from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.engine import DEADLINE
+from compatcheck.core.jsonutil import JsonObject, dumps, loads
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.workloads import known_kind_names
 from compatcheck.webhook.clusterview import Snapshot, ViewHealth
@@ -31,6 +34,12 @@ BODY_TIMEOUT = 10.0  # seconds from the request head to the end of the body (the
 log = logging.getLogger("compatcheck.webhook")
 decisions = DecisionLog(log)
 LABELLED_KINDS = known_kind_names() | {"ConfigMap"}
+# Each review runs off the event loop, in one worker thread (the GIL gives no more throughput to more), with a
+# deadline: the engine checks it between rules (the answer is then per the failure mode), and the handler stops
+# waiting a little after it whatever the worker does, so neither /healthz nor any other caller waits behind a slow
+# input. The API server's own default timeout for a webhook call is 10 s; the review's budget is well within it.
+REVIEW_TIMEOUT = 2.0
+MAX_WAITING_REVIEWS = 256  # reviews queued for the worker; past it, answered per the failure mode at once
 
 
 class View(Protocol):
@@ -55,6 +64,10 @@ class State:
     max_staleness: float = 300.0  # seconds a stale view may serve before /readyz fails (0: never)
     cache: EvaluationCache = field(default_factory=EvaluationCache)
     registry: AdmissionLookups | None = None  # image config lookups (registry.lookups), None: the table alone
+    review_timeout: float = REVIEW_TIMEOUT  # seconds per review (see REVIEW_TIMEOUT)
+    waiting: int = 0  # reviews submitted to the worker and not answered yet
+    worker: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="compatcheck-review"))
 
 
 STATE = web.AppKey("state", State)
@@ -104,8 +117,7 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
             if found:
                 ctx = ctx.with_registry(found)
     try:
-        response, decision = review(body, endpoint, state.ruleset, ctx,  # type: ignore[arg-type]
-                                    state.settings, state.cache, undecidable)
+        response, decision = await _review(state, body, endpoint, ctx, undecidable)
     except ReviewError as exc:
         return _bad(request, 400, "not-admissionreview", str(exc))
     elapsed = time.perf_counter() - started
@@ -124,6 +136,37 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
         m.child(m.findings, f.rule_id, f.severity.value, endpoint).inc()
     decisions.info("admission", **decision.log_fields(), durationMs=round(elapsed * 1000, 3))
     return web.Response(body=dumps(response), content_type="application/json")
+
+
+async def _review(state: State, body: object, endpoint: str, ctx: EvalContext,
+                  undecidable: str | None) -> tuple[JsonObject, Decision]:
+    """``review`` in the worker thread, within ``state.review_timeout`` (see REVIEW_TIMEOUT)."""
+    budget = state.review_timeout
+    if state.waiting >= MAX_WAITING_REVIEWS:
+        return unanswered(body, endpoint, state.settings,  # type: ignore[arg-type]
+                          f"{state.waiting} reviews are waiting already")
+
+    deadline = time.monotonic() + budget  # from now: time waiting for the worker counts (nobody waits past it)
+
+    def work() -> tuple[JsonObject, Decision]:
+        token = DEADLINE.set(deadline)
+        try:
+            return review(body, endpoint, state.ruleset, ctx,  # type: ignore[arg-type]
+                          state.settings, state.cache, undecidable)
+        finally:
+            DEADLINE.reset(token)
+
+    state.waiting += 1
+    try:
+        future = asyncio.get_running_loop().run_in_executor(state.worker, work)
+        try:
+            # A little past the budget: the engine's own check answers first, this only if one check is stuck.
+            return await asyncio.wait_for(asyncio.shield(future), budget + 0.5)
+        except asyncio.TimeoutError:
+            return unanswered(body, endpoint, state.settings,  # type: ignore[arg-type]
+                              f"the review took more than {budget:g} s")
+    finally:
+        state.waiting -= 1
 
 
 async def _counted(request: web.Request, endpoint: str) -> web.Response:

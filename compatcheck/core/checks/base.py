@@ -166,7 +166,7 @@ class EvalContext:
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
 # HAMi's per-container GPU memory and core resources (its nvidia.com/gpu alone is a whole GPU).
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
-_REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)")
+_REQUIRE_CUDA_RE = re.compile(r"(?:^|\s)cuda>=\s*(\d+\.\d+(?:\.\d+)?)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def quantity_int(value: Json) -> int | None:
     # Fast path: almost every GPU request is a small integer or a digit string.
     if type(value) is int:
         return value
-    if type(value) is str and value.isdigit():
+    if type(value) is str and len(value) < 19 and value.isascii() and value.isdigit():  # ('²'.isdigit() too)
         return int(value)
     try:
         q = parse_quantity(value)

@@ -420,7 +420,7 @@ register(PodCheck(
     evaluate=_framework,
 ))
 
-_PINNED_MEM = re.compile(r"^\s*\d+\s*=\s*\d+[KMGT]?\s*$", re.IGNORECASE)
+_PINNED_MEM = re.compile(r"^\s*\d+\s*=\s*\d+[KMGT]?\s*$", re.IGNORECASE | re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,9 @@ def select_devices(devices: Sequence[Device], flat: Sequence[tuple[tuple[str, st
     return _Selected(tuple(candidates), tuple(sorted(errors, key=lambda e: e[0])), unsupported)
 
 
-_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']|["']([^"']+)["']\s*==\s*[^&|]*\.\s*profile\b""")
-_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]*\.\s*type\b""")
+_PROFILE_PIN = re.compile(r"""\.\s*profile\s*==\s*["']([^"']+)["']"""
+                          r"""|["']([^"']+)["']\s*==\s*[^&|]{0,256}?\.\s*profile\b""")
+_MIG_TYPE = re.compile(r"""\.\s*type\s*==\s*["']mig["']|["']mig["']\s*==\s*[^&|]{0,256}?\.\s*type\b""")
 
 
 def is_mig_request(request: PodRequest) -> bool:
