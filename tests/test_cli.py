@@ -49,8 +49,36 @@ def test_lint_examples_json_contract() -> None:
     assert paddle["fix"]["patch"] == [{"op": "add", "path": "/spec/template/spec/containers/0/env",
                                        "value": [{"name": "FLAGS_allocator_strategy", "value": "naive_best_fit"}]}]
     assert "eligible nodes run 470.82.01 (CUDA 11.4)" in by_rule["cuda-driver-too-old"]["message"]
-    assert set(by_rule) >= {"vgpu-baseline-too-old", "vgpu-major-mismatch", "cuda-driver-needs-forward-compat"}
+    # The default driver policy (driver >= runtime): vLLM 0.9.2's CUDA 12.8 on the R535 T4s is an error
+    assert set(by_rule) >= {"vgpu-baseline-too-old", "vgpu-major-mismatch", "cuda-driver-behind-runtime"}
+    assert "cuda-driver-needs-forward-compat" not in by_rule
     assert not any(f["file"].endswith("training-job.yaml") for f in out["findings"])
+
+
+@pytest.mark.parametrize(("policy", "rule", "severity"), [
+    ("{}", "cuda-driver-behind-runtime", "error"),
+    ("{forwardCompatibility: true}", "cuda-driver-needs-forward-compat", "warning"),
+    ("{minorVersionCompatibility: true}", "cuda-driver-needs-minor-version-compat", "warning"),
+    # both declared: forward compatibility (the image's cuda-compat libraries list R535) is what runs it
+    ("{forwardCompatibility: true, minorVersionCompatibility: true}", "cuda-driver-needs-forward-compat", "warning"),
+])
+def test_the_configs_driver_policy_decides_the_driver_rule(tmp_path: Path, policy: str, rule: str,
+                                                          severity: str) -> None:
+    config = write(tmp_path, "c.yaml", f"apiVersion: compatcheck/v1\ndriverPolicy: {policy}\n")
+    proc = run("lint", "examples/manifests/vllm-bf16-on-t4.yaml", "--nodes", "examples/cluster-profile.yaml",
+               "--config", str(config), "--format", "json")
+    drivers = [(f["rule"], f["severity"], f["line"]) for f in json.loads(proc.stdout)["findings"]
+               if f["rule"].startswith("cuda-driver-")]
+    assert drivers == [(rule, severity, 19)]
+    assert proc.returncode == 1  # dtype-unsupported-by-gpu stays an error
+
+
+def test_an_invalid_driver_policy_is_a_located_config_error(tmp_path: Path) -> None:
+    config = write(tmp_path, "c.yaml", "apiVersion: compatcheck/v1\ndriverPolicy:\n  forwardCompatibility: yes-ish\n")
+    proc = run("lint", "examples/manifests/training-job.yaml", "--config", str(config))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[0] == (
+        f"{config}:3: error: /driverPolicy/forwardCompatibility: 'yes-ish' is not of type 'boolean'")
 
 
 def test_clean_file_exits_zero_and_text_summary() -> None:
