@@ -209,15 +209,32 @@ def test_kind_list_and_multi_document(tmp_path: Path) -> None:
 
 def test_versions_command() -> None:
     proc = run("versions", "--driver", "535.104.05", "--runtime", "12.4", "--format", "json")
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # the default driver policy: driver >= runtime
     out = json.loads(proc.stdout)
     assert out["driverCuda"] == "12.2" and out["verdict"] == "minor-version-compatibility"
     assert out["driver"] == "535.104.05" and out["runtime"] == "12.4" and out["reasons"]
+    assert (out["allowedByPolicy"], out["policy"]) == (False, (
+        "an error: the platform requires a driver at least as new as the runtime, and "
+        "driverPolicy.minorVersionCompatibility is not declared (cuda-driver-behind-runtime)"))
     assert json.loads(run("versions", "--driver", "565.57.01", "--runtime", "12.7", "--format", "json")
                       .stdout)["verdict"] == "compatible"
     bad = run("versions", "--driver", "latest", "--runtime", "12.4")
     assert bad.returncode == 2 and "not a version number" in bad.stderr
     assert run("versions", "--driver", "470.82.01", "--runtime", "12.0").returncode == 1
+
+
+def test_versions_follows_the_declared_minor_version_policy(tmp_path: Path) -> None:
+    config = write(tmp_path, "c.yaml", "apiVersion: compatcheck/v1\ndriverPolicy: {minorVersionCompatibility: true}\n")
+    proc = run("versions", "--driver", "535.104.05", "--runtime", "12.4", "--config", str(config))
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[0] == "driver 535.104.05 (CUDA 12.2) + runtime 12.4: minor-version-compatibility"
+    assert proc.stdout.splitlines()[-1] == (
+        "  policy: allowed with a warning: driverPolicy.minorVersionCompatibility declares minor-version "
+        "compatibility (cuda-driver-needs-minor-version-compat)")
+    across = run("versions", "--driver", "470.82.01", "--runtime", "12.0", "--config", str(config))
+    assert across.returncode == 1 and across.stdout.splitlines()[-1] == (
+        "  policy: an error: the driver cannot run the runtime (cuda-driver-too-old), unless an image's declared "
+        "forward compatibility bridges it")
 
 
 def test_rules_list_and_explain_pipe() -> None:
