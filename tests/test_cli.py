@@ -342,6 +342,37 @@ def test_images_explain_says_each_fact_and_its_source() -> None:
     assert "    torch 2.7.0+cu128: sm_75, sm_80, sm_86, sm_90, sm_100, sm_120 (" in text
 
 
+NEWEST = ("assumed from v0.20.0 to before v0.22.0, the newest vllm-openai release compatcheck knows, table dated "
+          "2026-11-21")
+
+
+@pytest.mark.parametrize(("image", "resolution", "assumed", "line"), [
+    ("vllm/vllm-openai:v0.10.1", "tag", None, "  release: the tag's own row of the image table"),
+    ("vllm/vllm-openai:v0.99.0", "newer-than-table", NEWEST,
+     "  release: the tag is newer than every row of the image table: decided from the newest row; " + NEWEST),
+    ("vllm/vllm-openai:latest", "floating-newest", f"a floating tag, {NEWEST}",
+     "  release: a floating tag: decided from the newest row of the image table; a floating tag, " + NEWEST),
+    ("vllm/vllm-openai:nightly", "floating-newest", f"a floating tag, {NEWEST}",
+     "  release: a floating tag: decided from the newest row of the image table; a floating tag, " + NEWEST),
+])
+def test_images_explain_shows_which_path_decided_the_release(image: str, resolution: str, assumed: str | None,
+                                                             line: str) -> None:
+    out = json.loads(run("images", "explain", image, "--format", "json").stdout)
+    assert (out["resolution"], out["assumed"], out["statedVersion"]) == (resolution, assumed, None)
+    assert run("images", "explain", image).stdout.splitlines()[2] == line
+
+
+@pytest.mark.parametrize(("setting", "severity"), [("rule", "error"), ("warning", "warning"), ("info", "info")])
+def test_the_severity_of_assumed_findings_is_a_policy_setting(tmp_path: Path, setting: str, severity: str) -> None:
+    config = write(tmp_path, "c.yaml", f"apiVersion: compatcheck/v1\ndriverPolicy: {{assumedSeverity: {setting}}}\n")
+    proc = run("lint", "fixtures/cuda-driver-too-old/fail.newer-than-the-table.yaml", "fixtures/cuda-driver-too-old/"
+               "fail.nvidia-cuda.yaml", "--nodes", "fixtures/cuda-driver-too-old/nodes.yaml", "--config", str(config),
+               "--format", "json")
+    found = [(f["file"].rsplit("/", 1)[1], f["rule"], f["severity"]) for f in json.loads(proc.stdout)["findings"]]
+    assert found == [("fail.newer-than-the-table.yaml", "cuda-driver-too-old", severity),
+                     ("fail.nvidia-cuda.yaml", "cuda-driver-too-old", "error")]  # not assumed: the rule's own
+
+
 def test_images_explain_an_unknown_image_exits_1_and_admin_rows_come_first(tmp_path: Path) -> None:
     unknown = run("images", "explain", "registry.corp/ml/serve:7", "--format", "json")
     assert unknown.returncode == 1 and json.loads(unknown.stdout)["known"] is False

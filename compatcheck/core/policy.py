@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from compatcheck.core.model import Severity
+
 FORWARD_COMPAT_LABEL = "compatcheck.io/forward-compatibility"
 MINOR_VERSION_COMPAT_LABEL = "compatcheck.io/minor-version-compatibility"
 POLICY_LABELS = frozenset({FORWARD_COMPAT_LABEL, MINOR_VERSION_COMPAT_LABEL})
@@ -36,6 +38,9 @@ class DriverPolicy:
 
     forward_compatibility: bool = False
     minor_version_compatibility: bool = False
+    # The severity of findings decided from the newest release a table knows (a tag newer than the table, a
+    # floating tag): None, the rule's own (config ``assumedSeverity: rule``).
+    assumed_severity: Severity | None = None
 
     def declared(self, relaxation: Relaxation, pool: bool | None) -> Declared:
         """Whether ``relaxation`` holds for a pool whose label says ``pool`` (None: no label), and who says so."""

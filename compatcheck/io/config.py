@@ -133,5 +133,7 @@ def registry_settings(data: dict[str, Any], rel: Any = None) -> RegistrySettings
 
 def driver_policy(data: dict[str, Any]) -> DriverPolicy:
     """The ``driverPolicy:`` section (schema-valid) as typed data."""
+    assumed = data.get("assumedSeverity", "rule")
     return DriverPolicy(forward_compatibility=bool(data.get("forwardCompatibility", False)),
-                        minor_version_compatibility=bool(data.get("minorVersionCompatibility", False)))
+                        minor_version_compatibility=bool(data.get("minorVersionCompatibility", False)),
+                        assumed_severity=None if assumed == "rule" else Severity(assumed))

@@ -145,7 +145,10 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                     continue
             target = builtin_tables if builtin else admin_tables
             name = TABLE_ALIASES.get(data["table"], data["table"])
-            target.setdefault(name, []).extend(data["rows"])
+            rows = data["rows"]
+            if name in ("image-profiles", "framework-features") and data.get("asOf"):  # an assumption says its date
+                rows = [{**row, "asOf": str(data["asOf"])} if isinstance(row, dict) else row for row in rows]
+            target.setdefault(name, []).extend(rows)
         for path in _yaml_files(directory):
             data = _parse_one(path, problems, trusted=not validate)
             if data is None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core.knowledge import KnowledgeBase
-from compatcheck.core.model import Applicability, Fix, PatchOp
+from compatcheck.core.model import Applicability, Fix, PatchOp, Severity
 from compatcheck.core.policy import DriverPolicy
 from tests.core.helpers import container, found, messages, node, pod, rule
 from tests.core.tables import TABLES
@@ -504,3 +504,30 @@ def test_no_declaration_is_offered_under_vgpu_for_an_image_of_unknown_compat_lib
         "cuda-driver-too-old", f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550; eligible nodes run "
                                "470.82.01 (CUDA 11.4) on t4; forward compatibility (cuda-compat libraries in an image) "
                                "does not apply under GPU-Manager/HAMi vGPU: their libcuda would bypass the vGPU layer")]
+
+
+# ---------------------------------------------------------------------------------------- assumed releases
+ASSUMED_KB = {**TABLES, "image-profiles": [
+    {"name": "serve", "pattern": r"^serve:v(?P<version>[\d.]+)$", "floating": r"^serve:latest$", "source": "S",
+     "asOf": "2026-01-01", "versions": [{"from": "1.0", "before": "2.0", "cuda": "12.4", "source": "R"}]}]}
+SERVE_NOTE = "assumed from v1.0 to before v2.0, the newest serve release compatcheck knows, table dated 2026-01-01"
+
+
+@pytest.mark.parametrize(("image", "origin"), [
+    ("serve:v1.5", "image serve:v1.5"),
+    ("serve:v3.0", f"image serve:v3.0, {SERVE_NOTE}"),
+    ("serve:latest", f"image serve:latest, a floating tag, {SERVE_NOTE}"),
+])
+@pytest.mark.parametrize("severity", [None, Severity.WARNING, Severity.INFO])
+def test_a_finding_assumed_from_the_newest_release_says_so_and_takes_the_policys_severity(
+        image: str, origin: str, severity: Severity | None) -> None:
+    from tests.core.helpers import run
+
+    kb = KnowledgeBase.from_tables(ASSUMED_KB)
+    result = run("cuda-driver-too-old", pod(container(image=image)), nodes=[driver_node("old", "470.82.01")], kb=kb,
+                 policy=DriverPolicy(assumed_severity=severity))
+    ((finding),) = result.findings
+    assert finding.message == (f"image CUDA 12.4 ({origin}) needs a driver from branch >= 550; eligible nodes run "
+                               f"470.82.01 (CUDA 11.4) on old{UNDECLARED}")
+    # the rule's own severity (the helper's rules are errors) unless the finding is assumed and the policy says
+    assert finding.severity is (severity if severity is not None and image != "serve:v1.5" else Severity.ERROR)

@@ -164,7 +164,8 @@ class EvalContext:
         table = self.kb.image_facts(image)
         if rf is None:
             return table
-        return memo(self.facts_memo, (image, rf), lambda: image_facts_with_config(image, table, rf))
+        return memo(self.facts_memo, (image, rf), lambda: image_facts_with_config(
+            image, self.kb.with_stated_version(image, table, rf), rf))
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
