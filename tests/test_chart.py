@@ -301,6 +301,7 @@ def test_webhook_url_replaces_the_service(helm: str, url: str, host: str) -> Non
     (["--set", "registry.budgetSeconds=0"], "/registry/budgetSeconds"),
     (["--set", "driverPolicy.forwardCompatibility=yes"], "/driverPolicy/forwardCompatibility"),
     (["--set", "driverPolicy.minorVersion=true"], "minorVersion"),
+    (["--set", "driverPolicy.assumedSeverity=loud"], "/driverPolicy/assumedSeverity"),
     (["--set", "config.driverPolicy.forwardCompatibility=true"], "/config/driverPolicy"),
 ])
 def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
@@ -310,16 +311,18 @@ def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: s
 
 
 @pytest.mark.parametrize(("args", "policy"), [
-    ([], {"forwardCompatibility": False, "minorVersionCompatibility": False}),
+    ([], {"forwardCompatibility": False, "minorVersionCompatibility": False, "assumedSeverity": "rule"}),
     (["--set", "driverPolicy.forwardCompatibility=true"], {"forwardCompatibility": True,
-                                                           "minorVersionCompatibility": False}),
-    (["--set", "driverPolicy.minorVersionCompatibility=true"], {"forwardCompatibility": False,
-                                                                "minorVersionCompatibility": True}),
+                                                           "minorVersionCompatibility": False,
+                                                           "assumedSeverity": "rule"}),
+    (["--set", "driverPolicy.minorVersionCompatibility=true", "--set", "driverPolicy.assumedSeverity=warning"],
+     {"forwardCompatibility": False, "minorVersionCompatibility": True, "assumedSeverity": "warning"}),
 ])
 def test_the_driver_policy_value_is_rendered_into_the_config(helm: str, tmp_path: Path, args: list[str],
                                                               policy: dict[str, bool]) -> None:
     """The chart's driverPolicy is the config's: the webhook reads it from the mounted config.yaml, and a change
     rolls the pods."""
+    from compatcheck.core.model import Severity
     from compatcheck.core.policy import DriverPolicy
     from compatcheck.io.config import load_config
 
@@ -329,7 +332,8 @@ def test_the_driver_policy_value_is_rendered_into_the_config(helm: str, tmp_path
     assert rendered["webhook"]["mode"] == "enforce"  # the rest of config is kept
     (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
     assert load_config(str(tmp_path / "config.yaml")).driver_policy == DriverPolicy(
-        policy["forwardCompatibility"], policy["minorVersionCompatibility"])
+        policy["forwardCompatibility"], policy["minorVersionCompatibility"],
+        None if policy["assumedSeverity"] == "rule" else Severity(policy["assumedSeverity"]))
 
 
 def test_a_driver_policy_change_rolls_the_pods(helm: str) -> None:

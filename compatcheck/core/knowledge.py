@@ -179,9 +179,6 @@ class FrameworkFloor:
     versions: VersionRange
     min_cc: Version | None  # None: no floor in this range
     source: str
-    as_of: str | None = field(default=None, compare=False)
-    # Decided from the newest row for a version newer than every row: in words (``assumed_note``).
-    assumed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -300,7 +297,7 @@ class KnowledgeBase:
             where = f"framework-features {row['framework']} {row['feature']}"
             floor = row["minComputeCapability"]
             ff = FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
-                                _cc(floor) if floor is not None else None, row["source"], row.get("asOf"))
+                                _cc(floor) if floor is not None else None, row["source"])
             floors.setdefault((ff.framework, ff.feature, ff.versions), ff)
         kb.framework_floors = list(floors.values())
         for row in tables.get("forward-compat", []):
@@ -602,13 +599,9 @@ class KnowledgeBase:
         if not rows:
             return None
         if version is not None:
-            found = next((r for r in rows if version in r.versions), None)
-            if found is None and all(_below(r.versions, version) for r in rows):
-                # newer than every release the table knows: decided from the newest row, and said so
-                newest = max(rows, key=lambda r: _reach_range(r.versions))
-                return replace(newest, assumed=assumed_note(framework,
-                                                            range_label(newest.versions), newest.as_of))
-            return found
+            # A version newer than every row stays unknown here: a range that ends can mean "not read further" or
+            # "the format is gone" (vLLM's marlin), which the table does not tell apart.
+            return next((r for r in rows if version in r.versions), None)
         if any(r.min_cc is None for r in rows):
             return FrameworkFloor(framework, feature, VersionRange(), None, rows[0].source)
         lowest = min(rows, key=lambda r: r.min_cc or Version((0,), "0"))

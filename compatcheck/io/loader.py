@@ -146,7 +146,7 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             target = builtin_tables if builtin else admin_tables
             name = TABLE_ALIASES.get(data["table"], data["table"])
             rows = data["rows"]
-            if name in ("image-profiles", "framework-features") and data.get("asOf"):  # an assumption says its date
+            if name == "image-profiles" and data.get("asOf"):  # findings assumed from a row say the table's date
                 rows = [{**row, "asOf": str(data["asOf"])} if isinstance(row, dict) else row for row in rows]
             target.setdefault(name, []).extend(rows)
         for path in _yaml_files(directory):

@@ -384,19 +384,14 @@ def test_a_tag_that_says_its_version_is_not_looked_up_again() -> None:
         is own
 
 
-def test_a_framework_floor_of_a_newer_version_is_the_newest_rows() -> None:
+def test_a_framework_floor_of_a_version_newer_than_its_rows_stays_unknown() -> None:
+    # A floor range that ends may mean "not read further" or "the format is gone": never assumed.
     kb = KnowledgeBase.from_tables({"framework-features": [
         {"framework": "run", "feature": "fp8", "from": "1.0", "before": "2.0", "minComputeCapability": "8.9",
-         "source": "A", "asOf": "2026-02-02"},
-        {"framework": "run", "feature": "fp8", "from": "2.0", "before": "3.0", "minComputeCapability": "8.0",
-         "source": "B", "asOf": "2026-02-02"}]})
-    own = kb.framework_floor("run", "fp8", parse_version("2.5"))
-    assert own is not None and (own.min_cc, own.assumed) == (parse_compute_capability("8.0"), None)
-    newer = kb.framework_floor("run", "fp8", parse_version("3.2"))
-    assert newer is not None and (newer.min_cc, newer.source, newer.assumed) == (
-        parse_compute_capability("8.0"), "B", "assumed from v2.0 to before v3.0, the newest run release compatcheck "
-                                              "knows, table dated 2026-02-02")
-    assert kb.framework_floor("run", "fp8", parse_version("0.5")) is None  # older than every row: nothing said
+         "source": "A"}]})
+    assert kb.framework_floor("run", "fp8", parse_version("3.2")) is None
+    own = kb.framework_floor("run", "fp8", parse_version("1.5"))
+    assert own is not None and own.min_cc == parse_compute_capability("8.9")
 
 
 def test_a_pinned_tag_of_a_floating_family_is_read_from_its_release() -> None:

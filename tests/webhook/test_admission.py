@@ -526,3 +526,24 @@ def test_the_webhook_reads_the_driver_policy_from_its_config(tmp_path: Path, con
     rules = [w.split(":", 1)[0] for w in response.get("warnings", [])] if allowed else [
         line[2:].split(":", 1)[0] for line in response["status"]["message"].splitlines()[1:]]
     assert rules == (["cuda-driver-needs-forward-compat"] if allowed else ["cuda-driver-too-old"])
+
+
+@pytest.mark.parametrize(("policy", "allowed"), [
+    (DriverPolicy(), False),
+    (DriverPolicy(assumed_severity=Severity.WARNING), True),
+])
+def test_an_assumed_finding_takes_the_policys_severity_at_admission(loaded: Loaded, tmp_path: Path,
+                                                                    policy: DriverPolicy, allowed: bool) -> None:
+    """A vLLM release newer than the image table (decided from the newest row, said so): denied as the rule says by
+    default, admitted with a warning where the policy lowers assumed findings."""
+    ctx = policy_ctx(loaded, tmp_path, policy)
+    resp = answer(loaded, ctx, request(pod(image="vllm/vllm-openai:v0.99.0")))
+    assert resp["allowed"] is allowed
+    start = ("cuda-driver-too-old: image CUDA 13.0 (image vllm/vllm-openai:v0.99.0, assumed from v0.20.0 to before "
+             "v0.22.0")
+    if allowed:
+        assert resp["warnings"] == [f"{start}, the newes…"]
+    else:
+        assert resp["status"]["message"] == (
+            f"compatcheck denied Pod default/p:\n- {start}, the newest vllm-openai release compatcheck knows, table "
+            "dated 2026-11-21) needs a drive…")

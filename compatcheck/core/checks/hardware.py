@@ -26,7 +26,7 @@ from compatcheck.core.checks.base import (
 from compatcheck.core.cluster import NodeFacts
 from compatcheck.core.dra import container_claim_requests, pinned_profiles, resource_profile
 from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.knowledge import Architecture, FrameworkFloor, VersionRange
+from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.versions import Version, parse_compute_capability, parse_version, try_parse_version
 from compatcheck.core.workloads import ContainerTarget
@@ -264,7 +264,7 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
                 need = floor.min_cc
                 version = (f"{floor.framework} {framework[1]}" if framework is not None and framework[1] is not None
                            and floor.versions != VersionRange() else f"every {floor.framework} version")
-                why = f"{r.framework_key} in {version}" + _assumed(a, c, floor)
+                why = f"{r.framework_key} in {version}" + _assumed(a, c)
             elif r.feature:
                 need = kb.feature_min_cc(r.feature)
             if need is None:
@@ -277,12 +277,11 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
                             r.pointer, c.name, fix)
 
 
-def _assumed(a: PodAnalysis, c: ContainerTarget, floor: FrameworkFloor) -> str:
-    """What a framework floor was decided from, when not the version's own row: the newest floor row (a version
-    newer than the table), or the newest release the image table knows (a floating or newer tag)."""
+def _assumed(a: PodAnalysis, c: ContainerTarget) -> str:
+    """What a framework floor's version was decided from, when not the tag's own row: the newest release the image
+    table knows (a floating tag)."""
     facts = a.image_facts(c)
-    notes = [n for n in (floor.assumed, facts.assumed if facts is not None else None) if n]
-    return "".join(f", {n}" for n in dict.fromkeys(notes))
+    return f", {facts.assumed}" if facts is not None and facts.assumed else ""
 
 
 def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement: str) -> Fix | None:
@@ -370,7 +369,7 @@ def _framework(a: PodAnalysis, ctx: EvalContext, params: FrameworkParams) -> Ite
                    and f.compute_capability < need]
             if floor is not None and bad:
                 which = (f"{name} {facts.framework_version}" if facts.framework_version is not None
-                         and floor.versions != VersionRange() else f"{name} (any version)") + _assumed(a, c, floor)
+                         and floor.versions != VersionRange() else f"{name} (any version)") + _assumed(a, c)
                 yield Violation(f"{which} needs compute capability >= {need}; eligible GPUs: {_gpus(bad)}",
                                 f"{c.pointer}/image", c.name)
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
