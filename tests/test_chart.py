@@ -299,11 +299,49 @@ def test_webhook_url_replaces_the_service(helm: str, url: str, host: str) -> Non
     (["--set", "registry.allow={https://registry.corp/v2}"], "/registry/allow/0"),
     (["--set", "registry.pullSecret=Corp_Pull"], "/registry/pullSecret"),
     (["--set", "registry.budgetSeconds=0"], "/registry/budgetSeconds"),
+    (["--set", "driverPolicy.forwardCompatibility=yes"], "/driverPolicy/forwardCompatibility"),
+    (["--set", "driverPolicy.minorVersion=true"], "minorVersion"),
+    (["--set", "driverPolicy.assumedSeverity=loud"], "/driverPolicy/assumedSeverity"),
+    (["--set", "config.driverPolicy.forwardCompatibility=true"], "/config/driverPolicy"),
 ])
 def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
     proc = subprocess.run([helm, "template", "cc", str(CHART), *args], capture_output=True, text=True)
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "policy"), [
+    ([], {"forwardCompatibility": False, "minorVersionCompatibility": False, "assumedSeverity": "rule"}),
+    (["--set", "driverPolicy.forwardCompatibility=true"], {"forwardCompatibility": True,
+                                                           "minorVersionCompatibility": False,
+                                                           "assumedSeverity": "rule"}),
+    (["--set", "driverPolicy.minorVersionCompatibility=true", "--set", "driverPolicy.assumedSeverity=warning"],
+     {"forwardCompatibility": False, "minorVersionCompatibility": True, "assumedSeverity": "warning"}),
+])
+def test_the_driver_policy_value_is_rendered_into_the_config(helm: str, tmp_path: Path, args: list[str],
+                                                              policy: dict[str, bool]) -> None:
+    """The chart's driverPolicy is the config's: the webhook reads it from the mounted config.yaml, and a change
+    rolls the pods."""
+    from compatcheck.core.model import Severity
+    from compatcheck.core.policy import DriverPolicy
+    from compatcheck.io.config import load_config
+
+    cm = next(o for o in by_kind(template(helm, *args), "ConfigMap") if o["metadata"]["name"].endswith("-config"))
+    rendered = YAML(typ="safe").load(cm["data"]["config.yaml"])
+    assert rendered["driverPolicy"] == policy
+    assert rendered["webhook"]["mode"] == "enforce"  # the rest of config is kept
+    (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
+    assert load_config(str(tmp_path / "config.yaml")).driver_policy == DriverPolicy(
+        policy["forwardCompatibility"], policy["minorVersionCompatibility"],
+        None if policy["assumedSeverity"] == "rule" else Severity(policy["assumedSeverity"]))
+
+
+def test_a_driver_policy_change_rolls_the_pods(helm: str) -> None:
+    (plain,) = by_kind(template(helm), "Deployment")
+    (declared,) = by_kind(template(helm, "--set", "driverPolicy.forwardCompatibility=true"), "Deployment")
+    key = "checksum/config"
+    assert plain["spec"]["template"]["metadata"]["annotations"][key] != \
+        declared["spec"]["template"]["metadata"]["annotations"][key]
 
 
 def test_generated_chart_readme_is_current() -> None:

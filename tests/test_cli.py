@@ -49,8 +49,36 @@ def test_lint_examples_json_contract() -> None:
     assert paddle["fix"]["patch"] == [{"op": "add", "path": "/spec/template/spec/containers/0/env",
                                        "value": [{"name": "FLAGS_allocator_strategy", "value": "naive_best_fit"}]}]
     assert "eligible nodes run 470.82.01 (CUDA 11.4)" in by_rule["cuda-driver-too-old"]["message"]
-    assert set(by_rule) >= {"vgpu-baseline-too-old", "vgpu-major-mismatch", "cuda-driver-needs-forward-compat"}
+    # The default driver policy (driver >= runtime): vLLM 0.9.2's CUDA 12.8 on the R535 T4s is an error
+    assert set(by_rule) >= {"vgpu-baseline-too-old", "vgpu-major-mismatch", "cuda-driver-behind-runtime"}
+    assert "cuda-driver-needs-forward-compat" not in by_rule
     assert not any(f["file"].endswith("training-job.yaml") for f in out["findings"])
+
+
+@pytest.mark.parametrize(("policy", "rule", "severity"), [
+    ("{}", "cuda-driver-behind-runtime", "error"),
+    ("{forwardCompatibility: true}", "cuda-driver-needs-forward-compat", "warning"),
+    ("{minorVersionCompatibility: true}", "cuda-driver-needs-minor-version-compat", "warning"),
+    # both declared: forward compatibility (the image's cuda-compat libraries list R535) is what runs it
+    ("{forwardCompatibility: true, minorVersionCompatibility: true}", "cuda-driver-needs-forward-compat", "warning"),
+])
+def test_the_configs_driver_policy_decides_the_driver_rule(tmp_path: Path, policy: str, rule: str,
+                                                          severity: str) -> None:
+    config = write(tmp_path, "c.yaml", f"apiVersion: compatcheck/v1\ndriverPolicy: {policy}\n")
+    proc = run("lint", "examples/manifests/vllm-bf16-on-t4.yaml", "--nodes", "examples/cluster-profile.yaml",
+               "--config", str(config), "--format", "json")
+    drivers = [(f["rule"], f["severity"], f["line"]) for f in json.loads(proc.stdout)["findings"]
+               if f["rule"].startswith("cuda-driver-")]
+    assert drivers == [(rule, severity, 19)]
+    assert proc.returncode == 1  # dtype-unsupported-by-gpu stays an error
+
+
+def test_an_invalid_driver_policy_is_a_located_config_error(tmp_path: Path) -> None:
+    config = write(tmp_path, "c.yaml", "apiVersion: compatcheck/v1\ndriverPolicy:\n  forwardCompatibility: yes-ish\n")
+    proc = run("lint", "examples/manifests/training-job.yaml", "--config", str(config))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[0] == (
+        f"{config}:3: error: /driverPolicy/forwardCompatibility: 'yes-ish' is not of type 'boolean'")
 
 
 def test_clean_file_exits_zero_and_text_summary() -> None:
@@ -181,15 +209,32 @@ def test_kind_list_and_multi_document(tmp_path: Path) -> None:
 
 def test_versions_command() -> None:
     proc = run("versions", "--driver", "535.104.05", "--runtime", "12.4", "--format", "json")
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # the default driver policy: driver >= runtime
     out = json.loads(proc.stdout)
     assert out["driverCuda"] == "12.2" and out["verdict"] == "minor-version-compatibility"
     assert out["driver"] == "535.104.05" and out["runtime"] == "12.4" and out["reasons"]
+    assert (out["allowedByPolicy"], out["policy"]) == (False, (
+        "an error: the platform requires a driver at least as new as the runtime, and "
+        "driverPolicy.minorVersionCompatibility is not declared (cuda-driver-behind-runtime)"))
     assert json.loads(run("versions", "--driver", "565.57.01", "--runtime", "12.7", "--format", "json")
                       .stdout)["verdict"] == "compatible"
     bad = run("versions", "--driver", "latest", "--runtime", "12.4")
     assert bad.returncode == 2 and "not a version number" in bad.stderr
     assert run("versions", "--driver", "470.82.01", "--runtime", "12.0").returncode == 1
+
+
+def test_versions_follows_the_declared_minor_version_policy(tmp_path: Path) -> None:
+    config = write(tmp_path, "c.yaml", "apiVersion: compatcheck/v1\ndriverPolicy: {minorVersionCompatibility: true}\n")
+    proc = run("versions", "--driver", "535.104.05", "--runtime", "12.4", "--config", str(config))
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[0] == "driver 535.104.05 (CUDA 12.2) + runtime 12.4: minor-version-compatibility"
+    assert proc.stdout.splitlines()[-1] == (
+        "  policy: allowed with a warning: driverPolicy.minorVersionCompatibility declares minor-version "
+        "compatibility (cuda-driver-needs-minor-version-compat)")
+    across = run("versions", "--driver", "470.82.01", "--runtime", "12.0", "--config", str(config))
+    assert across.returncode == 1 and across.stdout.splitlines()[-1] == (
+        "  policy: an error: the driver cannot run the runtime (cuda-driver-too-old), unless an image's declared "
+        "forward compatibility bridges it")
 
 
 def test_rules_list_and_explain_pipe() -> None:
@@ -295,6 +340,37 @@ def test_images_explain_says_each_fact_and_its_source() -> None:
     text = run("images", "explain", "vllm/vllm-openai:v0.9.0").stdout
     assert "  CUDA runtime: 12.8.1 — from image vllm/vllm-openai:v0.9.0" in text
     assert "    torch 2.7.0+cu128: sm_75, sm_80, sm_86, sm_90, sm_100, sm_120 (" in text
+
+
+NEWEST = ("assumed from v0.20.0 to before v0.22.0, the newest vllm-openai release compatcheck knows, table dated "
+          "2026-11-21")
+
+
+@pytest.mark.parametrize(("image", "resolution", "assumed", "line"), [
+    ("vllm/vllm-openai:v0.10.1", "tag", None, "  release: the tag's own row of the image table"),
+    ("vllm/vllm-openai:v0.99.0", "newer-than-table", NEWEST,
+     "  release: the tag is newer than every row of the image table: decided from the newest row; " + NEWEST),
+    ("vllm/vllm-openai:latest", "floating-newest", f"a floating tag, {NEWEST}",
+     "  release: a floating tag: decided from the newest row of the image table; a floating tag, " + NEWEST),
+    ("vllm/vllm-openai:nightly", "floating-newest", f"a floating tag, {NEWEST}",
+     "  release: a floating tag: decided from the newest row of the image table; a floating tag, " + NEWEST),
+])
+def test_images_explain_shows_which_path_decided_the_release(image: str, resolution: str, assumed: str | None,
+                                                             line: str) -> None:
+    out = json.loads(run("images", "explain", image, "--format", "json").stdout)
+    assert (out["resolution"], out["assumed"], out["statedVersion"]) == (resolution, assumed, None)
+    assert run("images", "explain", image).stdout.splitlines()[2] == line
+
+
+@pytest.mark.parametrize(("setting", "severity"), [("rule", "error"), ("warning", "warning"), ("info", "info")])
+def test_the_severity_of_assumed_findings_is_a_policy_setting(tmp_path: Path, setting: str, severity: str) -> None:
+    config = write(tmp_path, "c.yaml", f"apiVersion: compatcheck/v1\ndriverPolicy: {{assumedSeverity: {setting}}}\n")
+    proc = run("lint", "fixtures/cuda-driver-too-old/fail.newer-than-the-table.yaml", "fixtures/cuda-driver-too-old/"
+               "fail.nvidia-cuda.yaml", "--nodes", "fixtures/cuda-driver-too-old/nodes.yaml", "--config", str(config),
+               "--format", "json")
+    found = [(f["file"].rsplit("/", 1)[1], f["rule"], f["severity"]) for f in json.loads(proc.stdout)["findings"]]
+    assert found == [("fail.newer-than-the-table.yaml", "cuda-driver-too-old", severity),
+                     ("fail.nvidia-cuda.yaml", "cuda-driver-too-old", "error")]  # not assumed: the rule's own
 
 
 def test_images_explain_an_unknown_image_exits_1_and_admin_rows_come_first(tmp_path: Path) -> None:

@@ -257,8 +257,28 @@ def test_resource_slices_alone_are_a_nodes_file(tmp_path: Path) -> None:
     proc = lint(str(tmp_path / "app.yaml"), "--nodes", str(tmp_path / "slices.yaml"), "--format", "json")
     out = json.loads(proc.stdout)
     assert out["errors"] == []
-    # an A100 on R535 (CUDA 12.2) runs vLLM 0.6.3's CUDA 12.4 through forward compatibility; bf16 is fine
-    assert [f["rule"] for f in out["findings"]] == ["cuda-driver-needs-forward-compat"]
+    # an A100 on R535 (CUDA 12.2) is older than vLLM 0.6.3's CUDA 12.4: by the default driver policy an error (forward
+    # compatibility would run it, were it declared); bf16 is fine
+    assert [f["rule"] for f in out["findings"]] == ["cuda-driver-behind-runtime"]
+
+
+@pytest.mark.parametrize(("label", "rule"), [
+    (None, "cuda-driver-behind-runtime"),
+    ("true", "cuda-driver-needs-forward-compat"),
+    ("false", "cuda-driver-behind-runtime"),
+])
+def test_a_devices_node_declares_the_driver_policy_for_its_devices(tmp_path: Path, label: str | None,
+                                                                    rule: str) -> None:
+    """The compatcheck.io/forward-compatibility label of the Node a ResourceSlice publishes devices for holds for
+    those devices as for the node's device-plugin GPUs."""
+    labels = {"kubernetes.io/hostname": "n0", **({"compatcheck.io/forward-compatibility": label} if label else {})}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0", "labels": labels}}
+    (tmp_path / "app.yaml").write_text(TEMPLATE + "---\n" + VLLM)
+    (tmp_path / "cluster.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        node, {**NVIDIA_SLICE, "spec": {**NVIDIA_SLICE["spec"], "devices": NVIDIA_SLICE["spec"]["devices"][:1]}}]}))
+    out = json.loads(lint(str(tmp_path / "app.yaml"), "--nodes", str(tmp_path / "cluster.json"),
+                          "--format", "json").stdout)
+    assert [(f["rule"], "535.104.05 (CUDA 12.2) on n0" in f["message"]) for f in out["findings"]] == [(rule, True)]
 
 
 def test_a_nim_claim_creation_spec_becomes_the_cel_the_operator_writes() -> None:

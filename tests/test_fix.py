@@ -22,12 +22,17 @@ def fix(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def context(rule_dir: Path) -> list[str]:
+def context(rule_dir: Path, case: str | None = None) -> list[str]:
     out = []
     if (rule_dir / "nodes.yaml").exists():
         out += ["--nodes", str(rule_dir / "nodes.yaml")]
     if (rule_dir / "crl.yaml").exists():
         out += ["--crl", str(rule_dir / "crl.yaml")]
+    # the driver policy the case runs under (tests/test_fixtures.py reads the same files)
+    config = rule_dir / f"config.{case}.yaml"
+    config = config if config.exists() else rule_dir / "config.yaml"
+    if config.exists():
+        out += ["--config", str(config)]
     return out
 
 
@@ -37,7 +42,7 @@ def test_fix_golden_text_and_idempotent(golden: Path, tmp_path: Path) -> None:
     case = golden.name.split(".")[1]
     target = tmp_path / f"{case}.yaml"
     shutil.copy(golden.with_name(f"fail.{case}.yaml"), target)
-    args = [str(target), "--unsafe-fixes", "--rule", rule, *context(golden.parent)]
+    args = [str(target), "--unsafe-fixes", "--rule", rule, *context(golden.parent, case)]
     first = fix(*args)
     assert first.returncode == 0, first.stderr
     assert target.read_text() == golden.read_text()

@@ -1,7 +1,8 @@
 """Per-rule fixtures, discovered from the filesystem (fixtures/<rule-id>/{pass,fail,fixed}.<case>.yaml).
 
 Each case runs with only its rule enabled. Context comes from ``nodes.yaml`` / ``nodes.<case>.yaml``
-(a node list or ClusterProfile) and ``crl.yaml`` beside the cases. Every ``pass`` must produce no finding.
+(a node list or ClusterProfile), ``crl.yaml`` and ``config.yaml`` / ``config.<case>.yaml`` (a .compatcheck.yaml whose
+``driverPolicy`` the case runs under) beside the cases. Every ``pass`` must produce no finding.
 Every ``fail`` must produce exactly the findings of its golden ``fail.<case>.findings.json`` (object, rule,
 severity, pointer, container, message, and the fix's applicability and description, or null), and every
 ``fixed`` golden must equal the fail case after its fixes and lint clean of the rule.
@@ -28,6 +29,8 @@ from compatcheck.core.engine import evaluate
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Applicability, DuplicateKey, Finding
 from compatcheck.core.patches import apply_fixes
+from compatcheck.core.policy import DriverPolicy
+from compatcheck.io.config import load_config
 from compatcheck.io.lint import duplicates_in
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
@@ -64,12 +67,16 @@ def _context(loaded: Loaded, rule_dir: Path, case: str, objects: list[dict[str, 
     if nodes.exists():
         cluster, errors = load_nodes(str(nodes), loaded.kb, 1 << 24)
         assert not errors, errors
+    config = rule_dir / f"config.{case}.yaml"
+    if not config.exists():
+        config = rule_dir / "config.yaml"
+    policy = load_config(str(config)).driver_policy if config.exists() else DriverPolicy()
     crl = CrlIndex()
     if (rule_dir / "crl.yaml").exists():
         crl, invalid = build_index(_objects(rule_dir / "crl.yaml"))
         assert not invalid, invalid
     return EvalContext(loaded.kb, cluster, crl, dra=build_dra_index(o for o in objects if is_dra(o)),
-                       serving_runtimes=build_runtime_index(objects))
+                       serving_runtimes=build_runtime_index(objects), driver_policy=policy)
 
 
 @pytest.mark.parametrize(("rule_id", "kind", "case", "path"),

@@ -118,7 +118,7 @@ def test_a_variant_tag_has_its_own_row() -> None:
 
 
 @pytest.mark.parametrize(("image", "reason"), [
-    ("example.io/serve:v2.0.0", "version 2.0.0 of serve is not in the image table"),
+    ("example.io/serve:v0.5.0", "version 0.5.0 of serve is not in the image table"),  # older than every row
     ("example.io/serve:v1.0.0-cu999", "version 1.0.0-cu999 of serve is not in the image table"),
 ])
 def test_a_tag_the_table_does_not_list_stays_unknown(image: str, reason: str) -> None:
@@ -182,13 +182,13 @@ def test_admin_rows_override_built_in_ones_in_every_keyed_table() -> None:
     assert sorted(base.forward_compat[(12, 4)].branches) == [535]
 
 
-def test_a_floating_tag_keeps_only_the_lowest_cuda_of_every_release() -> None:
+def test_a_floating_tag_and_a_newer_tag_are_decided_from_the_newest_release() -> None:
     floating = {**SERVE, "floating": r"^example\.io/serve(?::latest)?$"}
-    facts = kb(image_profiles=[floating], torch_wheels=WHEELS).image_facts("example.io/serve:latest")
-    assert facts is not None and facts.cuda is None and str(facts.cuda_at_least) == "12.6"  # the -cu126 variant
-    assert facts.binaries == () and facts.forward_compat is None and facts.framework_version is None
-    assert facts.origin == ("image example.io/serve:latest, a floating tag: every serve release in the table "
-                            "carries CUDA 12.6 or newer")
+    note = "assumed from v1.0.0 to before v2.0.0, the newest serve release compatcheck knows, table undated"
+    for image, prefix in (("example.io/serve:latest", "a floating tag, "), ("example.io/serve:v2.0.0", "")):
+        facts = kb(image_profiles=[floating], torch_wheels=WHEELS).image_facts(image)
+        assert facts is not None and str(facts.cuda) == "12.8" and facts.cuda_at_least is None
+        assert facts.assumed == prefix + note and facts.origin.startswith(f"image {image}, {prefix}{note}")
 
 
 def test_an_admin_row_overrides_the_built_in_one_in_each_table() -> None:

@@ -90,16 +90,23 @@ def test_image_table(loaded: Loaded, image: str, cuda: str) -> None:
 
 
 @pytest.mark.parametrize(("image", "recognised"), [
-    ("vllm/vllm-openai:latest", True),                # floating tag: a lower bound only, no exact CUDA
-    ("tensorflow/tensorflow:latest-gpu-jupyter", True),
     ("nvcr.io/nvidia/pytorch:24.06-py3", True),          # NGC month whose notes disagree: unknown, not guessed
-    ("vllm/vllm-openai:v0.25.0", True),                  # newer than the releases read
+    ("vllm/vllm-openai:v0.2.1", True),                   # older than the releases read
     ("quay.io/someone/llm-server:1.2", False),
 ])
 def test_image_table_never_guesses(loaded: Loaded, image: str, recognised: bool) -> None:
     found = loaded.kb.image_cuda(image)
     assert found is None or found.cuda is None
     assert (found is not None) == recognised
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:latest", "tensorflow/tensorflow:latest-gpu-jupyter",
+                                   "vllm/vllm-openai:v0.25.0"])
+def test_floating_and_newer_tags_are_assumed_from_the_newest_release_and_say_so(loaded: Loaded, image: str) -> None:
+    found = loaded.kb.image_facts(image)
+    assert found is not None and found.cuda is not None and found.assumed is not None
+    assert found.assumed.endswith(f"the newest {found.profile} release compatcheck knows, table dated 2026-11-21")
+    assert found.assumed in found.origin
 
 
 @pytest.mark.parametrize(("label", "cc"), [

@@ -20,6 +20,8 @@ from ruamel.yaml import YAML
 
 from compatcheck.core.config import Config
 from compatcheck.core.model import Finding, Severity
+from compatcheck.core.policy import DriverPolicy
+from compatcheck.io.config import driver_policy
 from compatcheck.io.lint import LintOptions, run_lint
 from compatcheck.io.loader import Loaded
 from tests.conftest import ROOT
@@ -60,6 +62,7 @@ class Case:
     forbid: tuple[str, ...]
     needs: tuple[str, ...]
     severities: dict[str, Severity]
+    policy: DriverPolicy
     note: str
 
     @property
@@ -91,7 +94,8 @@ def _load_index() -> list[Case]:
     return [Case(id=c["id"], url=c["url"], kind=c["kind"], framework=c["framework"], cls=c["class"],
                  expect=tuple(_expect(e) for e in c.get("expect", [])), forbid=tuple(c.get("forbid", [])),
                  needs=tuple(c.get("needs", [])),
-                 severities={k: Severity(v) for k, v in (c.get("severities") or {}).items()}, note=c.get("note", ""))
+                 severities={k: Severity(v) for k, v in (c.get("severities") or {}).items()},
+                 policy=driver_policy(c.get("driverPolicy") or {}), note=c.get("note", ""))
             for c in data["cases"]]
 
 
@@ -115,7 +119,7 @@ def _describe(findings: list[Finding]) -> str:
 
 @pytest.mark.parametrize("case", _params())
 def test_reported_case(loaded: Loaded, case: Case) -> None:
-    config = Config(severities=dict(case.severities))
+    config = Config(severities=dict(case.severities), driver_policy=case.policy)
     report = run_lint([str(case.manifest)], loaded, LintOptions(nodes=str(case.nodes), config=config))
     assert not report.errors, [d.message for d in report.errors]
     assert not [d for d in report.warnings if d.kind == "nodes"], [d.message for d in report.warnings]

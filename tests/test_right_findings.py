@@ -85,11 +85,15 @@ def test_os_selector_finds_the_nodes_and_keeps_the_driver_findings(tmp_path: Pat
         "containers": [{"name": "main", "image": "vllm/vllm-openai:v0.9.2", "args": ["--dtype=bfloat16"],
                         "resources": {"limits": {"nvidia.com/gpu": 1}}}]}})
     assert lint(tmp_path, bf16) == [
-        ("app", "cuda-driver-needs-forward-compat", "image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than "
-         "the driver on 535.104.05 (CUDA 12.2) on t4-0: it runs through forward compatibility (the image's CUDA "
-         "12.8 cuda-compat libraries, which list driver branch 535 on data-center GPUs); without them, minor-version "
-         "compatibility runs it (no PTX JIT, no newer-driver APIs); a platform that requires a driver at least as new "
-         "as the runtime may still refuse it"),
+        ("app", "cuda-driver-behind-runtime", "image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than the "
+         "driver's CUDA on 535.104.05 (CUDA 12.2) on t4-0, and the platform requires a driver at least as new as the "
+         "runtime; use a driver from branch >= 570; NVIDIA minor-version compatibility would run it (no PTX JIT, no "
+         "newer-driver APIs) if the platform accepts it: declare it in the config "
+         "(driverPolicy.minorVersionCompatibility: true) or per node pool (label "
+         'compatcheck.io/minor-version-compatibility: "true"); NVIDIA forward compatibility (the image\'s CUDA 12.8 '
+         "cuda-compat libraries, which list driver branch 535) could bridge this on these data-center GPUs if the "
+         "platform enables it: declare it in the config (driverPolicy.forwardCompatibility: true) or per node pool "
+         '(label compatcheck.io/forward-compatibility: "true")'),
         ("app", "dtype-unsupported-by-gpu", "--dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: "
          "Tesla-T4 (compute capability 7.5)")]
     windows = pod("win", {"nvidia.com/gpu": 1}, nodeSelector={"kubernetes.io/os": "windows"})

@@ -34,10 +34,10 @@ RULE = "cuda-affinity-mismatch"
 
 
 def r470(cuda: str, origin: str, branch: int) -> str:
-    """The message of a container whose CUDA ``cuda`` (found from ``origin``) the R470 pin cannot run."""
-    mvc = " (or >= 525 with minor-version compatibility)" if branch != 525 else ""  # every CUDA 12 image here
+    """The message of a container whose CUDA ``cuda`` (found from ``origin``) the R470 pin cannot run (the default
+    driver policy: no minor-version compatibility floor is offered)."""
     return (f"the pod's node selection admits only drivers for CUDA 11.4, too old for image CUDA {cuda} ({origin}); "
-            f"it needs a driver from branch >= {branch}{mvc}")
+            f"it needs a driver from branch >= {branch}")
 
 
 SELECTOR = "/spec/template/spec/nodeSelector"  # of every kind whose pod template is /spec/template

@@ -72,7 +72,7 @@ def describe(kb: KnowledgeBase, image: str, rf: RegistryFacts | None = None) -> 
     """The JSON form: every fact with its source; absent facts are null (unknown, not none). ``rf``: what the
     image's own config says, when it was read."""
     table = kb.image_facts(image)
-    facts = image_facts_with_config(image, table, rf) if rf is not None else table
+    facts = image_facts_with_config(image, kb.with_stated_version(image, table, rf), rf) if rf is not None else table
     if facts is None:
         return {"image": image, "profile": None, "known": False, "config": None,
                 "reason": "no image profile recognises it; add one in your rules data directory"}
@@ -83,6 +83,7 @@ def describe(kb: KnowledgeBase, image: str, rf: RegistryFacts | None = None) -> 
         "noCudaRuntime": facts.no_cuda_runtime,
         "cuda": str(facts.cuda) if facts.cuda else None, "cudaOrigin": facts.origin,
         "cudaAtLeast": str(facts.cuda_at_least) if facts.cuda_at_least else None,
+        "resolution": _resolution(facts), "assumed": facts.assumed, "statedVersion": facts.stated_version,
         "reason": facts.reason or None,
         "baseCuda": str(facts.base_cuda) if facts.base_cuda else None,
         "framework": facts.framework,
@@ -96,6 +97,28 @@ def describe(kb: KnowledgeBase, image: str, rf: RegistryFacts | None = None) -> 
                     "versions": "this version" if f.versions != VersionRange() else "every version",
                     "source": f.source} for f in _floors(kb, facts)],
     }
+
+
+def _resolution(facts: ImageFacts) -> str:
+    """Which path decided the image's release: its config's version, the newest row (assumed), or its own row."""
+    if facts.stated_version is not None:
+        return "config-version" + ("-assumed" if facts.assumed else "")
+    if facts.assumed is not None:
+        return "floating-newest" if "a floating tag" in facts.origin else "newer-than-table"
+    if facts.cuda_at_least is not None:
+        return "floating-lower-bound"
+    return "tag"
+
+
+_RESOLUTION = {
+    "tag": "the tag's own row of the image table",
+    "newer-than-table": "the tag is newer than every row of the image table: decided from the newest row",
+    "floating-newest": "a floating tag: decided from the newest row of the image table",
+    "floating-lower-bound": "a floating tag: only the lowest CUDA of the family's releases holds",
+    "config-version": "the version the image's own config states, looked up in the image table",
+    "config-version-assumed": "the version the image's own config states, newer than every row: decided from the "
+                              "newest row",
+}
 
 
 def _text(d: JsonObject) -> str:
@@ -115,6 +138,10 @@ def _text(d: JsonObject) -> str:
         lines.append(f"  image table: {'profile ' + table if table else 'no profile recognises it'}")
     if d["profile"] or d["sources"]:
         lines.append(f"  profile: {d['profile'] or '(none)'} (sources: {', '.join(d['sources'])})")
+    if d["profile"] and not d["noCudaRuntime"] and (d["cuda"] or d["cudaAtLeast"]):
+        lines.append(f"  release: {_RESOLUTION[d['resolution']]}"
+                     + (f" ({d['statedVersion']})" if d["statedVersion"] else "")
+                     + (f"; {d['assumed']}" if d["assumed"] else ""))
     if d["noCudaRuntime"]:
         return "\n".join([*lines, "  carries no CUDA runtime (an OS or tool image): no driver or GPU rule applies", ""])
     if d["cudaAtLeast"]:

@@ -30,6 +30,7 @@ from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import escape_token
+from compatcheck.core.policy import FORWARD_COMPAT_LABEL, MINOR_VERSION_COMPAT_LABEL, parse_flag
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import (
     Version,
@@ -111,6 +112,10 @@ class NodeFacts:
     # Labels and allocatable values that cannot be read (and so were not): warnings of kind "nodes", with a
     # pointer into the Node (see ``node_problems``).
     problems: tuple[Diagnostic, ...] = ()
+    # What the pool's compatcheck.io/forward-compatibility and minor-version-compatibility labels declare (None:
+    # no label, the config's driverPolicy decides; see compatcheck.core.policy).
+    forward_compat: bool | None = None
+    minor_version_compat: bool | None = None
 
     @property
     def has_gpu(self) -> bool:
@@ -179,6 +184,7 @@ RULE_LABELS = frozenset({
     *(key for pair in DRIVER_CUDA_LABELS for key in pair),
     "nvidia.com/gpu.product", "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor",
     "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.strategy", "nvidia.com/gpu.replicas", VGPU_BASELINE_LABEL,
+    FORWARD_COMPAT_LABEL, MINOR_VERSION_COMPAT_LABEL,
 })
 RULE_LABEL_PREFIXES = ("compatcheck.io/",)
 
@@ -203,6 +209,18 @@ def _label_int(labels: dict[str, str], key: str, problems: list[Diagnostic] | No
         if problems is not None:
             problems.append(_label_problem(key, f"{v!r} is not a whole number"))
         return None
+
+
+def _label_flag(labels: dict[str, str], key: str, problems: list[Diagnostic]) -> bool | None:
+    """A policy label ("true" / "false"); another value is a warning, and the config's driverPolicy decides."""
+    v = labels.get(key)
+    if v is None:
+        return None
+    flag = parse_flag(str(v))
+    if flag is None:
+        problems.append(_label_problem(key, f'{v!r} is neither "true" nor "false"; the config\'s driverPolicy '
+                                            "applies to this node"))
+    return flag
 
 
 def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBase) -> NodeFacts:
@@ -272,7 +290,9 @@ def node_facts(labels: dict[str, str], allocatable: JsonObject, kb: KnowledgeBas
         datacenter=known.datacenter if known else None, sharing_strategy=strategy,
         mig_strategy=labels.get("nvidia.com/mig.strategy"),
         replicas=_label_int(labels, "nvidia.com/gpu.replicas", problems),
-        vgpu_baseline=baseline, gpu_resources=tuple(resources), problems=tuple(problems),
+        vgpu_baseline=baseline, gpu_resources=tuple(resources),
+        forward_compat=_label_flag(labels, FORWARD_COMPAT_LABEL, problems),
+        minor_version_compat=_label_flag(labels, MINOR_VERSION_COMPAT_LABEL, problems), problems=tuple(problems),
     )
 
 

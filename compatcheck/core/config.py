@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.model import Diagnostic, Finding, Severity
 from compatcheck.core.pointers import escape_token
+from compatcheck.core.policy import DEFAULT_POLICY, DriverPolicy
 from compatcheck.core.rules import ParamsError, RuleSet, schema_problems
 from compatcheck.core.suggest import did_you_mean
 
@@ -136,6 +137,7 @@ class Config:
     allow_unsafe: frozenset[str] = frozenset()
     webhook: dict[str, str] = field(default_factory=dict)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
+    driver_policy: DriverPolicy = DEFAULT_POLICY  # ``driverPolicy``: the relaxations the cluster declares
     # Input paths to leave out (.gitignore patterns), relative to ``root``, the config file's directory, which
     # exemption ``paths`` are relative to as well (None: no config file, the working directory).
     exclude: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
 from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.knowledge import ASSUMED_MARK
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
@@ -65,7 +66,8 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     target = ObjectTarget(obj, pods, tuple(duplicates))
     for rule in rules.object_rules:
         _check(deadline)
-        _collect(rule, _run(rule, target, ctx, result), result, ref, sev, seen_problems)
+        _collect(rule, _run(rule, target, ctx, result), result, ref, sev, seen_problems,
+                 assumed=ctx.driver_policy.assumed_severity)
     if not pods:
         return result
     online = ctx.cluster is not None
@@ -81,7 +83,8 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
             _check(deadline)
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
-            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat)
+            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat,
+                     assumed=ctx.driver_policy.assumed_severity)
         for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
@@ -104,16 +107,19 @@ def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, resul
 
 
 def _collect(rule: Rule, outcomes: list[Outcome], result: EvalResult, ref: ObjectRef,
-             severities: dict[str, Severity], seen_problems: set[tuple[str, str]], *, fixable: bool = True) -> None:
+             severities: dict[str, Severity], seen_problems: set[tuple[str, str]], *, fixable: bool = True,
+             assumed: Severity | None = None) -> None:
     if not outcomes:
         return
     severity = severities.get(rule.id, rule.severity)
     for o in outcomes:
+        # decided from the newest release a table knows (and saying so): the policy's severity, if it sets one
+        own = assumed if assumed is not None and ASSUMED_MARK in getattr(o, "message", "") else severity
         if isinstance(o, InputProblem):
             key = (o.pointer, o.message)
             if key not in seen_problems:  # several pods of one object may share an annotation
                 seen_problems.add(key)
                 result.problems.append(Diagnostic("", o.message, pointer=o.pointer, kind="input", rule_id=rule.id))
             continue
-        result.findings.append(Finding(rule.id, severity, o.message, ref, o.pointer, o.container,
+        result.findings.append(Finding(rule.id, own, o.message, ref, o.pointer, o.container,
                                        o.fix if fixable else None))

@@ -128,6 +128,11 @@ class ImageFacts:
     binaries: tuple[Binary, ...] = ()
     forward_compat: ForwardCompat | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)
+    # Facts taken from the newest release the table knows, for a tag newer than every row or a floating tag (latest,
+    # main, nightly): what was assumed, in words (the origin says it too); None: the tag's own row decided.
+    assumed: str | None = None
+    # The version the image's own config states (registry lookups; the family's versionFrom), in words.
+    stated_version: str | None = None
 
     def missing_arch(self, cc: Version) -> list[Binary]:
         """The required binaries with neither machine code nor PTX for compute capability ``cc``."""

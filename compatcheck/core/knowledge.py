@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.images import Binary, ForwardCompat, ImageFacts
 from compatcheck.core.jsonutil import Json, JsonObject
 from compatcheck.core.versions import (
@@ -99,9 +100,67 @@ class ImageProfile:
     # NVIDIA_REQUIRE_CUDA's cuda>= term when it is not the base's (NGC images ask for cuda>=9.0); None: the base's
     require_cuda: Version | None = None
     require_cuda_set: bool = False  # the row says (``requireCuda``: a version, or null for no gate)
-    floating: re.Pattern[str] | None = None  # references whose tag floats (latest): only a CUDA lower bound
+    floating: re.Pattern[str] | None = None  # references whose tag floats (latest, main, nightly)
     binaries: tuple[BinarySpec, ...] = ()
     versions: tuple[Release, ...] = ()
+    as_of: str | None = None  # the asOf date of the table the row came from
+    # Where an image's own config states the family's version (registry lookups): ("label", name) or ("env", name),
+    # tried in order. Only what a source says the family's images set: a base image's inherited label would lie.
+    version_from: tuple[tuple[Literal["label", "env"], str], ...] = ()
+
+    def newest(self, variant: str | None) -> Release | None:
+        """The release row of ``variant`` that reaches the newest version (None: the family lists no such row)."""
+        rows = [r for r in self.versions if r.variant == variant]
+        return max(rows, key=_reach) if rows else None
+
+    def beyond(self, version: Version, variant: str | None) -> bool:
+        """Whether ``version`` is newer than every release row of ``variant`` (and so in none of them)."""
+        rows = [r for r in self.versions if r.variant == variant]
+        return bool(rows) and all(_below(r.versions, version) for r in rows)
+
+
+# Every finding decided from the newest row the table knows says so in these words (the engine recognises it, for
+# the policy's assumedSeverity): "assumed from v0.17.0 to before v0.20.0, the newest vllm-openai release compatcheck
+# knows, table dated 2026-11-21".
+ASSUMED_MARK = " release compatcheck knows"
+
+
+def assumed_note(name: str, label: str, as_of: str | None) -> str:
+    dated = f", table dated {as_of}" if as_of else ", table undated"
+    return f"assumed from {label}, the newest {name}{ASSUMED_MARK}{dated}"
+
+
+def _reach(r: Release) -> tuple[Version, int]:
+    return _reach_range(r.versions)
+
+
+def _reach_range(v: VersionRange) -> tuple[Version, int]:
+    """How far a version range reaches: its exact version, else its upper end (before), else its lower end."""
+    if v.equals is not None:
+        return v.equals, 1
+    if v.hi is not None:
+        return v.hi, 0
+    return (v.lo, 2) if v.lo is not None else (Version((0,), "0"), 0)
+
+
+def _below(r: VersionRange, version: Version) -> bool:
+    """Whether every version of ``r`` is older than ``version``."""
+    if r.equals is not None:
+        return r.equals < version
+    return r.hi is not None and r.hi <= version
+
+
+def release_label(r: Release) -> str:
+    return range_label(r.versions)
+
+
+def range_label(v: VersionRange) -> str:
+    """A release row in words: v0.10.0, or v0.17.0 to before v0.20.0."""
+    if v.equals is not None:
+        return f"v{v.equals}"
+    if v.lo is not None and v.hi is not None:
+        return f"v{v.lo} to before v{v.hi}"
+    return f"v{v.lo} and later" if v.lo is not None else f"before v{v.hi}"
 
 
 @dataclass(frozen=True)
@@ -390,8 +449,12 @@ class KnowledgeBase:
         return None
 
     def _floating(self, prof: ImageProfile, image: str) -> ImageFacts:
-        """A floating tag: it may be any release, so only what holds for every release the table lists: the
-        lowest CUDA of them all, whatever their variant (a family's default build may have been any of them)."""
+        """A floating tag (latest, main, nightly): it may be any release, so decided from the newest release the
+        table knows, and said so. A family whose rows say no CUDA: what holds for every release, the lowest CUDA."""
+        newest = prof.newest(None)
+        if newest is not None and (newest.cuda is not None or newest.no_cuda):
+            return self._facts(prof, image, newest, newest.versions.equals or newest.versions.lo, None,
+                               f"a floating tag, {self._assumed(prof, newest)}")
         cudas = [r.cuda for r in prof.versions if r.cuda is not None]
         floor = min(cudas) if cudas else None
         origin = f"image {image}"
@@ -402,6 +465,35 @@ class KnowledgeBase:
                           f"table carries CUDA {floor.major_minor()} or newer", cuda_at_least=floor,
                           framework=prof.framework, reason=f"{image} floats over {prof.name} releases",
                           sources=(prof.source,))
+
+    @staticmethod
+    def _assumed(prof: ImageProfile, release: Release) -> str:
+        return assumed_note(prof.name, release_label(release), prof.as_of)
+
+    def with_stated_version(self, image: str, table: ImageFacts | None, rf: RegistryFacts) -> ImageFacts | None:
+        """``table`` (the facts of ``image`` by its tag), or, where the tag does not say which release it is (a
+        floating tag, a version newer than the table) and the image's config states the family's version where its
+        ``versionFrom`` says, the facts of that exact version."""
+        if table is None or table.profile is None or (table.assumed is None and table.cuda_at_least is None):
+            return table
+        prof = next((p for p in self.images if p.name == table.profile), None)
+        if prof is None or not prof.versions:
+            return table
+        for kind, name in prof.version_from:
+            text = rf.label(name) if kind == "label" else rf.env_value(name)
+            if not text:
+                continue
+            try:
+                version = _tag_version(text.strip())
+            except VersionError:
+                continue
+            m = prof.regex.search(image)
+            variant = (m.groupdict().get("variant") or None) if m is not None else None
+            stated = f"{version}, from its config's {kind} {name}"
+            facts = self._release_facts(prof, image, version, variant, None)
+            return replace(facts, origin=facts.origin.replace(f"image {image}", f"image {image} (version {stated})", 1),
+                           stated_version=stated)
+        return table
 
     def _resolve(self, prof: ImageProfile, image: str, groups: dict[str, str | None]) -> ImageFacts:
         origin = f"image {image}"
@@ -419,18 +511,33 @@ class KnowledgeBase:
                 version = _tag_version(groups.get("version"))
             except VersionError:
                 return ImageFacts(image, prof.name, origin=origin, reason="tag version unreadable")
-        release: Release | None = None
         if prof.versions:
-            variant = groups.get("variant") or None
-            release = next((r for r in prof.versions if r.variant == variant
-                            and (version is None or version in r.versions)), None)
-            if release is None:
-                shown = f"{version}{variant or ''}" if version is not None else variant or "this tag"
-                return ImageFacts(image, prof.name, origin=origin, framework=prof.framework,
-                                  framework_version=version if prof.framework else None,
-                                  reason=f"version {shown} of {prof.name} is not in the image table")
-            if release.no_cuda:
-                return ImageFacts(image, prof.name, origin=origin, no_cuda_runtime=True, sources=(release.source,))
+            return self._release_facts(prof, image, version, groups.get("variant") or None, tag_cuda)
+        return self._facts(prof, image, None, version, tag_cuda, None)
+
+    def _release_facts(self, prof: ImageProfile, image: str, version: Version | None, variant: str | None,
+                       tag_cuda: Version | None) -> ImageFacts:
+        """The facts of the release row for ``version``; for a version newer than every row of its variant, the
+        newest row's, said to be assumed; else unknown (a version between rows, or older than them all)."""
+        release = next((r for r in prof.versions if r.variant == variant
+                        and (version is None or version in r.versions)), None)
+        assumed = None
+        if release is None and version is not None and prof.beyond(version, variant):
+            release = prof.newest(variant)
+            assumed = self._assumed(prof, release) if release is not None else None
+        if release is None:
+            shown = f"{version}{variant or ''}" if version is not None else variant or "this tag"
+            return ImageFacts(image, prof.name, origin=f"image {image}", framework=prof.framework,
+                              framework_version=version if prof.framework else None,
+                              reason=f"version {shown} of {prof.name} is not in the image table")
+        return self._facts(prof, image, release, version, tag_cuda, assumed)
+
+    def _facts(self, prof: ImageProfile, image: str, release: Release | None, version: Version | None,
+               tag_cuda: Version | None, assumed: str | None) -> ImageFacts:
+        origin = f"image {image}" + (f", {assumed}" if assumed else "")
+        if release is not None and release.no_cuda:
+            return ImageFacts(image, prof.name, origin=origin, no_cuda_runtime=True, sources=(release.source,),
+                              assumed=assumed)
         cuda = release.cuda if release is not None and release.cuda is not None else tag_cuda
         base = release.base if release is not None and release.base is not None else (
             cuda if prof.compat_libs else None)
@@ -440,12 +547,15 @@ class KnowledgeBase:
         if base is not None and cuda is not None and base.major_minor() != cuda.major_minor():
             origin += f", whose wheels load CUDA {cuda.major_minor()} over its CUDA {base.major_minor()} base"
         framework_version = release.framework_version if release and release.framework_version else version
+        if assumed and release is not None and release.framework_version:
+            framework_version = None  # the row names its own framework's version, not the tag's: unknown
         return ImageFacts(image, prof.name, cuda=cuda, origin=origin,
                           reason="" if cuda is not None else f"{prof.name} does not say which CUDA this tag carries",
                           framework=prof.framework, framework_version=framework_version if prof.framework else None,
                           base_cuda=base, binaries=binaries,
                           require_cuda=prof.require_cuda if prof.require_cuda_set else base,
-                          forward_compat=self._forward(release.forward if release else None, base), sources=sources)
+                          forward_compat=self._forward(release.forward if release else None, base), sources=sources,
+                          assumed=assumed)
 
     def _binaries(self, specs: tuple[BinarySpec, ...], cuda: Version | None) -> tuple[Binary, ...]:
         out: list[Binary] = []
@@ -489,6 +599,8 @@ class KnowledgeBase:
         if not rows:
             return None
         if version is not None:
+            # A version newer than every row stays unknown here: a range that ends can mean "not read further" or
+            # "the format is gone" (vLLM's marlin), which the table does not tell apart.
             return next((r for r in rows if version in r.versions), None)
         if any(r.min_cc is None for r in rows):
             return FrameworkFloor(framework, feature, VersionRange(), None, rows[0].source)
@@ -584,7 +696,9 @@ def _profile(row: JsonObject) -> ImageProfile:
                         bool(row.get("compatLibs")), _cuda(row["requireCuda"], where) if row.get("requireCuda")
                         else None, "requireCuda" in row,
                         _regex(row["floating"], where) if row.get("floating") else None,
-                        _binary_specs(row.get("binaries", []), where), tuple(releases))
+                        _binary_specs(row.get("binaries", []), where), tuple(releases), row.get("asOf"),
+                        tuple(("label", str(f["label"])) if "label" in f else ("env", str(f["env"]))
+                              for f in row.get("versionFrom", [])))
 
 
 def _cc(text: Json) -> Version:

@@ -14,6 +14,7 @@ from compatcheck.core.cluster import DRIVER_FULL_LABEL, VGPU_BASELINE_LABEL
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.model import Diagnostic
+from compatcheck.core.policy import FORWARD_COMPAT_LABEL, MINOR_VERSION_COMPAT_LABEL
 from compatcheck.core.versions import (
     Version,
     VersionError,
@@ -101,6 +102,10 @@ def profile_to_nodes(profile: JsonObject, kb: KnowledgeBase) -> tuple[list[JsonO
             # GPU-Manager nodes advertise only tencent.com/vcuda-*; HAMi keeps nvidia.com/gpu.
             if gpus and (pool.get("vgpu") or {}).get("type") != "gpu-manager" and not pool.get("dra"):
                 allocatable.setdefault("nvidia.com/gpu", gpus)
+        for key, label in (("forwardCompatibility", FORWARD_COMPAT_LABEL),
+                           ("minorVersionCompatibility", MINOR_VERSION_COMPAT_LABEL)):
+            if key in pool:  # the pool's policy, as the label an admin sets on such Nodes (an explicit label wins)
+                labels.setdefault(label, "true" if pool[key] else "false")
         vgpu = pool.get("vgpu") or {}
         if "baselineCuda" in vgpu:
             try:

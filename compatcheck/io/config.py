@@ -15,6 +15,7 @@ from typing import Any
 
 from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption, RegistrySettings
 from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.policy import DriverPolicy
 from compatcheck.core.rules import schema_problems
 from compatcheck.io.loader import packaged_schema
 from compatcheck.io.manifests import read_file
@@ -103,6 +104,7 @@ def load_config(path: str | None) -> Config:
         fixes_disabled=frozenset(fixes.get("disabled", ())), allow_unsafe=frozenset(fixes.get("allowUnsafe", ())),
         webhook=dict(data.get("webhook") or {}),
         registry=registry_settings(data.get("registry") or {}, rel),
+        driver_policy=driver_policy(data.get("driverPolicy") or {}),
         exclude=tuple(data.get("exclude") or ()), root=str(base),
     )
 
@@ -127,3 +129,11 @@ def registry_settings(data: dict[str, Any], rel: Any = None) -> RegistrySettings
         tag_ttl=float(data.get("tagTtlSeconds", d.tag_ttl)),
         cache_entries=int(data.get("cacheEntries", d.cache_entries)),
         concurrency=int(data.get("concurrency", d.concurrency)))
+
+
+def driver_policy(data: dict[str, Any]) -> DriverPolicy:
+    """The ``driverPolicy:`` section (schema-valid) as typed data."""
+    assumed = data.get("assumedSeverity", "rule")
+    return DriverPolicy(forward_compatibility=bool(data.get("forwardCompatibility", False)),
+                        minor_version_compatibility=bool(data.get("minorVersionCompatibility", False)),
+                        assumed_severity=None if assumed == "rule" else Severity(assumed))

@@ -139,7 +139,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
     ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
-                      admission_plugins=options.config.admission_plugins)
+                      admission_plugins=options.config.admission_plugins, driver_policy=options.config.driver_policy)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
         ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))

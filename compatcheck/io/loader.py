@@ -144,7 +144,10 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                     continue
             target = builtin_tables if builtin else admin_tables
             name = TABLE_ALIASES.get(data["table"], data["table"])
-            target.setdefault(name, []).extend(data["rows"])
+            rows = data["rows"]
+            if name == "image-profiles" and data.get("asOf"):  # findings assumed from a row say the table's date
+                rows = [{**row, "asOf": str(data["asOf"])} if isinstance(row, dict) else row for row in rows]
+            target.setdefault(name, []).extend(rows)
         for path in _yaml_files(directory):
             data = _parse_one(path, problems, trusted=not validate)
             if data is None:

@@ -51,6 +51,7 @@ from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.pointers import split_pointer
+from compatcheck.core.policy import DEFAULT_POLICY, DriverPolicy
 from compatcheck.io.loader import crl_index, load_crl_objects, load_nodes
 from compatcheck.webhook.logs import log_event
 
@@ -81,8 +82,8 @@ class Snapshot:
     def of(cls, kb: KnowledgeBase, cluster: Cluster | None, index: CrlIndex, invalid: int,
            synced: bool = True, nodes_version: str = "", node_problems: int = 0,
            dra: DraIndex | None = None, runtimes: RuntimeIndex | None = None,
-           admission_plugins: frozenset[str] = frozenset()) -> Snapshot:
-        ctx = EvalContext(kb, cluster, index, admission_plugins=admission_plugins)
+           admission_plugins: frozenset[str] = frozenset(), driver_policy: DriverPolicy = DEFAULT_POLICY) -> Snapshot:
+        ctx = EvalContext(kb, cluster, index, admission_plugins=admission_plugins, driver_policy=driver_policy)
         if dra is not None:
             ctx.dra = dra
         if runtimes is not None:
@@ -152,7 +153,8 @@ class StaticView:
     """Cluster view from --nodes / --crl files, read once at start-up."""
 
     def __init__(self, kb: KnowledgeBase, nodes: str | None, crl: list[str], max_bytes: int = 64 << 20,
-                 metrics: Any = None, admission_plugins: frozenset[str] = frozenset()) -> None:
+                 metrics: Any = None, admission_plugins: frozenset[str] = frozenset(),
+                 driver_policy: DriverPolicy = DEFAULT_POLICY) -> None:
         cluster: Cluster | None = None
         if nodes:
             cluster, found = load_nodes(nodes, kb, max_bytes)
@@ -171,7 +173,7 @@ class StaticView:
             invalid = len(bad)
         problems = NodeProblemLog(metrics).update(cluster)
         self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems,
-                                    admission_plugins=admission_plugins)
+                                    admission_plugins=admission_plugins, driver_policy=driver_policy)
 
     def health(self) -> ViewHealth:
         return ViewHealth(True)
@@ -497,18 +499,20 @@ class LiveView:
 
     def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
                  dra: bool = True, serving_runtimes: bool = True,
-                 admission_plugins: frozenset[str] = frozenset()) -> None:
+                 admission_plugins: frozenset[str] = frozenset(), driver_policy: DriverPolicy = DEFAULT_POLICY) -> None:
         from kubernetes import client
 
         self.kb = kb
         self.admission_plugins = admission_plugins
+        self.driver_policy = driver_policy
         self.metrics = metrics
         self.debounce = debounce
         core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._rebuild_lock = threading.Lock()
-        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex(), admission_plugins=admission_plugins), False)
+        self.snapshot = Snapshot(EvalContext(kb, None, CrlIndex(), admission_plugins=admission_plugins,
+                                             driver_policy=driver_policy), False)
 
         def restart(resource: str) -> Callable[[str], None]:
             return lambda reason: metrics.watch_restarts.labels(resource, reason).inc() if metrics else None
@@ -573,7 +577,7 @@ class LiveView:
             runtimes = build_runtime_index([o for w in self.runtime_watches for o in w.values()[1]])
             unreadable = self.node_problems.update(cluster)
             self.snapshot = Snapshot.of(self.kb, cluster, index, len(invalid), True, nodes_version, unreadable, dra,
-                                        runtimes, self.admission_plugins)
+                                        runtimes, self.admission_plugins, self.driver_policy)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
 

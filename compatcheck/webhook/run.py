@@ -94,11 +94,12 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
             api = kube_client(kubeconfig, in_cluster)
         except Exception as exc:
             raise CommandError(f"cannot set up the Kubernetes client: {exc}") from None
-        view = LiveView(loaded.kb, api, metrics, admission_plugins=config.admission_plugins)
+        view = LiveView(loaded.kb, api, metrics, admission_plugins=config.admission_plugins,
+                        driver_policy=config.driver_policy)
     else:
         try:
             static = StaticView(loaded.kb, nodes or config.nodes, [*config.crl, *crl], metrics=metrics,
-                                admission_plugins=config.admission_plugins)
+                                admission_plugins=config.admission_plugins, driver_policy=config.driver_policy)
         except ViewError as exc:
             raise CommandError(str(exc)) from None
         static.snapshot.publish(metrics)

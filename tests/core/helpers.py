@@ -12,6 +12,7 @@ from compatcheck.core.crl import CrlIndex
 from compatcheck.core.engine import EvalResult, evaluate
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.model import Fix, Severity
+from compatcheck.core.policy import DEFAULT_POLICY, DriverPolicy
 from compatcheck.core.rules import Rule
 from compatcheck.core.workloads import pod_targets
 from tests.core.tables import make_kb
@@ -61,22 +62,23 @@ def node(name: str, labels: dict[str, str] | None = None, allocatable: dict[str,
 
 
 def context(nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None,
-            kb: KnowledgeBase | None = None) -> EvalContext:
+            kb: KnowledgeBase | None = None, policy: DriverPolicy = DEFAULT_POLICY) -> EvalContext:
     kb = kb or make_kb()
-    return EvalContext(kb, build_cluster(nodes, kb) if nodes is not None else None, crl or CrlIndex())
+    return EvalContext(kb, build_cluster(nodes, kb) if nodes is not None else None, crl or CrlIndex(),
+                       driver_policy=policy)
 
 
 def run(check: str, obj: dict[str, Any], params: dict[str, Any] | None = None, *,
         nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None,
-        kb: KnowledgeBase | None = None) -> EvalResult:
-    return evaluate(obj, [rule(check, params)], context(nodes, crl, kb))
+        kb: KnowledgeBase | None = None, policy: DriverPolicy = DEFAULT_POLICY) -> EvalResult:
+    return evaluate(obj, [rule(check, params)], context(nodes, crl, kb, policy))
 
 
 def found(check: str, obj: dict[str, Any], params: dict[str, Any] | None = None, *,
-          nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None, kb: KnowledgeBase | None = None
-          ) -> list[tuple[str, str | None, str, Fix | None]]:
+          nodes: list[dict[str, Any]] | None = None, crl: CrlIndex | None = None, kb: KnowledgeBase | None = None,
+          policy: DriverPolicy = DEFAULT_POLICY) -> list[tuple[str, str | None, str, Fix | None]]:
     """(pointer, container, message, fix) of each finding, and no problem."""
-    result = run(check, obj, params, nodes=nodes, crl=crl, kb=kb)
+    result = run(check, obj, params, nodes=nodes, crl=crl, kb=kb, policy=policy)
     assert result.problems == [], result.problems
     return [(f.pointer, f.container, f.message, f.fix) for f in result.findings]
 

@@ -180,6 +180,33 @@ def label_problem(key: str, message: str) -> Diagnostic:
                       severity=Severity.WARNING, kind="nodes")
 
 
+@pytest.mark.parametrize(("labels", "forward", "mvc"), [
+    ({}, None, None),
+    ({"compatcheck.io/forward-compatibility": "true"}, True, None),
+    ({"compatcheck.io/forward-compatibility": " FALSE ", "compatcheck.io/minor-version-compatibility": "True"},
+     False, True),
+    ({"compatcheck.io/minor-version-compatibility": "false"}, None, False),
+    ({"compatcheck.io/forward-compatibility": "maybe"}, None, None),  # a warning (below); the config decides
+])
+def test_a_pools_driver_policy_labels(labels: dict[str, str], forward: bool | None, mvc: bool | None) -> None:
+    f = facts(labels)
+    assert (f.forward_compat, f.minor_version_compat) == (forward, mvc)
+
+
+def test_a_profile_pool_declares_its_driver_policy_as_labels() -> None:
+    nodes, errors = nodes_of({"name": "fc", "gpu": "Tesla-T4", "forwardCompatibility": True,
+                              "minorVersionCompatibility": False},
+                             {"name": "own", "gpu": "Tesla-T4", "forwardCompatibility": True,
+                              "labels": {"compatcheck.io/forward-compatibility": "false"}},
+                             {"name": "none", "gpu": "Tesla-T4"})
+    assert errors == []
+    policy = [{k: v for k, v in n["metadata"]["labels"].items() if k.endswith("-compatibility")} for n in nodes]
+    assert policy == [{"compatcheck.io/forward-compatibility": "true",
+                       "compatcheck.io/minor-version-compatibility": "false"},
+                      {"compatcheck.io/forward-compatibility": "false"},  # the pool's own label wins
+                      {}]
+
+
 @pytest.mark.parametrize(("labels", "allocatable", "problems"), [
     ({DRIVER_FULL_LABEL: "x"}, {}, [label_problem(DRIVER_FULL_LABEL, "driver version 'x' is not a version number "
                                                                      "(expected digits and dots, e.g. 12.4)")]),
@@ -199,6 +226,11 @@ def label_problem(key: str, message: str) -> Diagnostic:
         label_problem("compatcheck.io/vgpu-baseline-cuda", "CUDA version '12.x' is not a version number (expected "
                                                            "digits and dots, e.g. 12.4)"),
         label_problem("nvidia.com/gpu.replicas", "'two' is not a whole number")]),
+    ({"compatcheck.io/forward-compatibility": "yes", "compatcheck.io/minor-version-compatibility": "1"}, {}, [
+        label_problem("compatcheck.io/forward-compatibility", "'yes' is neither \"true\" nor \"false\"; the "
+                                                              "config's driverPolicy applies to this node"),
+        label_problem("compatcheck.io/minor-version-compatibility", "'1' is neither \"true\" nor \"false\"; the "
+                                                                   "config's driverPolicy applies to this node")]),
     ({}, {"nvidia.com/gpu": "lots", "example.com/x": "bad"}, [Diagnostic(
         "", "allocatable nvidia.com/gpu: 'lots' is not a quantity", pointer="/status/allocatable/nvidia.com~1gpu",
         severity=Severity.WARNING, kind="nodes")]),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core import knowledge
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.images import Binary, ForwardCompat, ImageFacts
 from compatcheck.core.knowledge import (
     Architecture,
@@ -284,20 +285,113 @@ FLOATING = {"image-profiles": [
      "versions": [{"from": "1", "source": "R", "noCudaRuntime": True}]}]}
 
 
-def test_a_floating_tag_holds_only_the_lowest_cuda_of_every_release() -> None:
+def test_a_floating_tag_is_decided_from_the_newest_release_and_says_so() -> None:
     facts = KnowledgeBase.from_tables(FLOATING).image_facts("serve:latest")
+    note = "a floating tag, assumed from v2.0 and later, the newest serve release compatcheck knows, table undated"
     assert facts == ImageFacts(
-        "serve:latest", "serve", cuda_at_least=cuda("12.1"), framework="serve",
-        origin="image serve:latest, a floating tag: every serve release in the table carries CUDA 12.1 or newer",
-        reason="serve:latest floats over serve releases")
-    assert facts is not None and facts.sources == ("S",) and facts.cuda is None
+        "serve:latest", "serve", cuda=cuda("12.1"), framework="serve", framework_version=parse_version("2.0"),
+        origin=f"image serve:latest, {note}", assumed=note)
+    assert facts is not None and facts.sources == ("S", "R2")
 
 
-def test_a_floating_tag_over_releases_without_a_cuda_gives_no_bound() -> None:
+def test_a_floating_tag_whose_newest_release_carries_no_cuda() -> None:
     facts = KnowledgeBase.from_tables(FLOATING).image_facts("tool:latest")
-    assert facts == ImageFacts("tool:latest", "tool", origin="image tool:latest", framework="tool",
-                               reason="tool:latest floats over tool releases")
-    assert facts is not None and facts.sources == ("T",) and facts.cuda_at_least is None
+    note = "a floating tag, assumed from v1 and later, the newest tool release compatcheck knows, table undated"
+    assert facts == ImageFacts("tool:latest", "tool", origin=f"image tool:latest, {note}", no_cuda_runtime=True,
+                               assumed=note)
+
+
+def test_a_floating_family_without_any_cuda_row_keeps_the_lowest_bound() -> None:
+    kb = KnowledgeBase.from_tables({"image-profiles": [
+        {"name": "odd", "pattern": r"^odd:v(?P<version>[\d.]+)$", "floating": r"^odd:latest$", "source": "O",
+         "versions": [{"from": "1.0", "before": "2.0", "source": "R"},
+                      {"equals": "0.5", "cuda": "11.8", "source": "Q"}]}]})
+    facts = kb.image_facts("odd:latest")
+    assert facts == ImageFacts("odd:latest", "odd", cuda_at_least=cuda("11.8"),
+                               origin="image odd:latest, a floating tag: every odd release in the table carries CUDA "
+                                      "11.8 or newer", reason="odd:latest floats over odd releases")
+
+
+NEWER = {"image-profiles": [
+    {"name": "run", "pattern": r"^run:v(?P<version>[\d.]+)(?P<variant>-cu\d+)?$", "floating": r"^run:nightly$",
+     "source": "S", "framework": "run", "asOf": "2026-01-01",
+     "versionFrom": [{"label": "org.opencontainers.image.version"}, {"env": "RUN_VERSION"}],
+     "versions": [{"from": "1.0", "before": "2.0", "cuda": "12.4", "source": "R1"},
+                  {"equals": "2.1", "cuda": "12.8", "base": "12.8", "source": "R21"},
+                  {"from": "1.0", "before": "1.5", "variant": "-cu130", "cuda": "13.0", "source": "R130"}]}]}
+NOTE_21 = "assumed from v2.1, the newest run release compatcheck knows, table dated 2026-01-01"
+
+
+@pytest.mark.parametrize(("image", "expected", "assumed", "reason"), [
+    ("run:v1.5", "12.4", None, ""),  # its own row
+    ("run:v2.1", "12.8", None, ""),
+    ("run:v2.5", "12.8", NOTE_21, ""),  # newer than every row: the newest row's, said so
+    ("run:v10.0", "12.8", NOTE_21, ""),
+    ("run:nightly", "12.8", f"a floating tag, {NOTE_21}", ""),
+    ("run:v2.0", None, None, "version 2.0 of run is not in the image table"),  # between rows: unknown
+    ("run:v0.5", None, None, "version 0.5 of run is not in the image table"),  # older than every row
+    # a variant has its own newest row
+    ("run:v1.7-cu130", "13.0", "assumed from v1.0 to before v1.5, the newest run release compatcheck knows, table "
+                               "dated 2026-01-01", ""),
+])
+def test_a_version_newer_than_the_table_is_decided_from_the_newest_row(image: str, expected: str | None,
+                                                                       assumed: str | None, reason: str) -> None:
+    facts = KnowledgeBase.from_tables(NEWER).image_facts(image)
+    assert facts is not None
+    assert (str(facts.cuda) if facts.cuda else None, facts.assumed, facts.reason) == (expected, assumed, reason)
+    assert facts.origin == f"image {image}" + (f", {assumed}" if assumed else "")
+
+
+def test_an_assumed_tag_keeps_its_own_version_as_the_frameworks() -> None:
+    kb = KnowledgeBase.from_tables(NEWER)
+    newer, floating = kb.image_facts("run:v2.5"), kb.image_facts("run:nightly")
+    assert newer is not None and newer.framework_version == parse_version("2.5")
+    assert floating is not None and floating.framework_version == parse_version("2.1")  # the newest row's
+
+
+def _config(**kw: Any) -> RegistryFacts:
+    return RegistryFacts("run:nightly", "sha256:" + "a" * 64, "linux/amd64", **kw)
+
+
+@pytest.mark.parametrize(("image", "rf", "cuda_", "stated", "assumed"), [
+    # the config states the exact version: its own row decides
+    ("run:nightly", _config(labels=(("org.opencontainers.image.version", "1.2"),)), "12.4",
+     "1.2, from its config's label org.opencontainers.image.version", None),
+    ("run:nightly", _config(env=(("RUN_VERSION", "v2.1"),)), "12.8", "2.1, from its config's env RUN_VERSION", None),
+    # newer than the table: still assumed, from the exact version
+    ("run:v3.0", _config(labels=(("org.opencontainers.image.version", "3.1"),)), "12.8",
+     "3.1, from its config's label org.opencontainers.image.version", NOTE_21),
+    # an unreadable value is passed over for the next source; none readable: the tag's assumption stands
+    ("run:nightly", _config(labels=(("org.opencontainers.image.version", "noble"),), env=(("RUN_VERSION", "1.1"),)),
+     "12.4", "1.1, from its config's env RUN_VERSION", None),
+    ("run:nightly", _config(labels=(("org.opencontainers.image.title", "1.1"),)), "12.8", None,
+     f"a floating tag, {NOTE_21}"),
+])
+def test_the_version_an_images_config_states(image: str, rf: RegistryFacts, cuda_: str, stated: str | None,
+                                             assumed: str | None) -> None:
+    kb = KnowledgeBase.from_tables(NEWER)
+    facts = kb.with_stated_version(image, kb.image_facts(image), rf)
+    assert facts is not None
+    assert (str(facts.cuda), facts.stated_version, facts.assumed) == (cuda_, stated, assumed)
+    if stated:
+        assert facts.origin.startswith(f"image {image} (version {stated})")
+
+
+def test_a_tag_that_says_its_version_is_not_looked_up_again() -> None:
+    kb = KnowledgeBase.from_tables(NEWER)
+    own = kb.image_facts("run:v1.5")
+    assert kb.with_stated_version("run:v1.5", own, _config(labels=(("org.opencontainers.image.version", "2.1"),))) \
+        is own
+
+
+def test_a_framework_floor_of_a_version_newer_than_its_rows_stays_unknown() -> None:
+    # A floor range that ends may mean "not read further" or "the format is gone": never assumed.
+    kb = KnowledgeBase.from_tables({"framework-features": [
+        {"framework": "run", "feature": "fp8", "from": "1.0", "before": "2.0", "minComputeCapability": "8.9",
+         "source": "A"}]})
+    assert kb.framework_floor("run", "fp8", parse_version("3.2")) is None
+    own = kb.framework_floor("run", "fp8", parse_version("1.5"))
+    assert own is not None and own.min_cc == parse_compute_capability("8.9")
 
 
 def test_a_pinned_tag_of_a_floating_family_is_read_from_its_release() -> None:
@@ -350,9 +444,16 @@ RESOLVE = {
         framework_version=parse_version("24.06"), base_cuda=cuda("12.5"), require_cuda=cuda("9.0"),
         forward_compat=ForwardCompat(cuda("12.5"), frozenset({470, 525}), frozenset({"tesla"}), "FWD")),
      ("N", "N2406")),
-    ("ngc:24.07-py3", ImageFacts("ngc:24.07-py3", "ngc", origin="image ngc:24.07-py3", framework="ngc",
-                                 framework_version=parse_version("24.07"),
-                                 reason="version 24.07 of ngc is not in the image table"), ()),
+    # a month newer than the table: decided from the newest month, and said so
+    ("ngc:24.07-py3", ImageFacts(
+        "ngc:24.07-py3", "ngc", cuda=cuda("12.5"), framework="ngc", framework_version=parse_version("24.07"),
+        origin="image ngc:24.07-py3, assumed from v24.06, the newest ngc release compatcheck knows, table undated",
+        base_cuda=cuda("12.5"), require_cuda=cuda("9.0"),
+        forward_compat=ForwardCompat(cuda("12.5"), frozenset({470, 525}), frozenset({"tesla"}), "FWD"),
+        assumed="assumed from v24.06, the newest ngc release compatcheck knows, table undated"), ("N", "N2406")),
+    ("ngc:24.04-py3", ImageFacts("ngc:24.04-py3", "ngc", origin="image ngc:24.04-py3", framework="ngc",
+                                 framework_version=parse_version("24.04"),
+                                 reason="version 24.04 of ngc is not in the image table"), ()),
     ("ngc:x.y-py3", ImageFacts("ngc:x.y-py3", "ngc", origin="image ngc:x.y-py3", reason="tag version unreadable"),
      ()),
     # wheels over an older base: the origin says so; the base's gate and forward compatibility are the base's

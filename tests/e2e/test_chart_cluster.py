@@ -399,11 +399,13 @@ class TestSecretMode:
         bf16 = gpu_pod("bf16", "vllm/vllm-openai:v0.9.2", args=["--dtype=bfloat16"], nodeSelector={"pool": T4})
         out = kubectl_apply(kapi, ns, bf16)
         assert (out.returncode, out.stdout) == (0, "pod/bf16 created\n"), out.stderr
-        assert out.stderr == (  # one line each, cut at 120 characters (see compatcheck.core.admission.MAX_WARNING)
+        # one line each, cut at 120 characters (see compatcheck.core.admission.MAX_WARNING); CUDA 12.8 on R560 is an
+        # error by the default driver policy (driver >= runtime), admitted here as a warning by the warn mode
+        assert out.stderr == (
+            "Warning: cuda-driver-behind-runtime: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than the "
+            "driver's CUDA on 560.35.0…\n"
             "Warning: dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible "
-            "GPUs: Tesla-T4 (compute cap…\n"
-            "Warning: cuda-driver-needs-forward-compat: image CUDA 12.8 (image vllm/vllm-openai:v0.9.2) is newer than "
-            "the driver on 560.35.03…\n")
+            "GPUs: Tesla-T4 (compute cap…\n")
         assert get(kapi, ns, "Pod", "bf16")["spec"]["containers"][0]["args"] == ["--dtype=bfloat16"]  # not fixed
 
 
@@ -663,6 +665,57 @@ def test_crl_defaults_are_filled_in(kapi: KubeAPIServer, chart: Install, kind: s
         {"op": "add", "path": "/0/resources/requests/example.com~1vcuda-priority", "value": "1"}]
 
 
+R535, R535_FC = "chart-r535", "chart-r535-fc"  # T4 pools on R535; the second declares forward compatibility
+
+
+@pytest.fixture
+def r535_pools(kapi: KubeAPIServer) -> Iterator[None]:
+    """Two T4 pools on R535 (CUDA 12.2), a branch CUDA 13.0's NVIDIA_REQUIRE_CUDA lists for forward compatibility; the
+    admin labelled the second compatcheck.io/forward-compatibility=true. Deleted afterwards: the other modules share
+    the API server, and their pods without a selector would land on them."""
+    from kubernetes import client
+
+    api = kapi.client()
+    names = [f"{R535}-0", f"{R535_FC}-0"]
+    create_node(api, gpu_node(names[0], driver="535.104.05", labels={"pool": R535}))
+    create_node(api, gpu_node(names[1], driver="535.104.05", labels={
+        "pool": R535_FC, "compatcheck.io/forward-compatibility": "true"}))
+    try:
+        yield
+    finally:
+        core = client.CoreV1Api(api)
+        for name in names:
+            core.delete_node(name)
+
+
+def test_cuda13_on_r535_is_denied_unless_the_pool_declares_forward_compatibility(
+        kapi: KubeAPIServer, chart: Install, r535_pools: None) -> None:
+    """The platform's rule (driver >= runtime) is the default: the CUDA 13.0 pod on the R535 pool is denied, and the
+    denial says NVIDIA forward compatibility could bridge it; on the pool whose label declares that the platform
+    enables forward compatibility, the same pod is admitted with the warning cuda-driver-needs-forward-compat. The
+    live view learns the new Nodes from its watch: until then no node matches the selector (gpu-no-eligible-node),
+    so each answer is awaited by what it must name."""
+    ns = namespace(kapi.client(), "chart-fwd")
+    chart.wait_called(ns)
+
+    def answer(pool: str, wanted: str) -> subprocess.CompletedProcess[str]:
+        def attempt() -> subprocess.CompletedProcess[str] | None:
+            out = kubectl_apply(kapi, ns, gpu_pod("p", CUDA13, nodeSelector={"pool": pool}), "--dry-run=server")
+            return out if wanted in out.stderr else None
+        found: subprocess.CompletedProcess[str] = wait_until(attempt, 10, step=0.1, what=f"the webhook sees {pool}")
+        return found
+
+    out = answer(R535, "cuda-driver-too-old")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == denied("Pod", ns, "p", (
+        "- cuda-driver-too-old: image CUDA 13.0 (image nvidia/cuda:13.0.0-base-ubuntu24.04) needs a driver from branch "
+        ">= 580; eligible nodes run 535.104.05 (CUDA 12.2) on chart-r535-0; NVIDIA forward compati…\n"))
+    out = answer(R535_FC, "cuda-driver-needs-forward-compat")
+    assert (out.returncode, out.stdout) == (0, "pod/p created (server dry run)\n"), out.stderr
+    assert out.stderr == ("Warning: cuda-driver-needs-forward-compat: image CUDA 13.0 (image "
+                          "nvidia/cuda:13.0.0-base-ubuntu24.04) is newer than the driver …\n")
+
+
 def test_update_of_an_object_with_a_stored_problem(kapi: KubeAPIServer, chart: Install) -> None:
     """The ratchet through kubectl's own UPDATE (client-side apply, a three-way merge): a Deployment stored
     before the policy applied to it (opted out then) takes an unrelated change, with its finding as a warning;
@@ -687,8 +740,8 @@ def test_update_of_an_object_with_a_stored_problem(kapi: KubeAPIServer, chart: I
     assert out.stderr.endswith(
         f'error when patching "STDIN": admission webhook "workloads.validate.compatcheck.io" denied the request: '
         f"compatcheck denied Deployment {ns}/d:\n- cuda-driver-too-old: image CUDA 13.1 (image "
-        "nvidia/cuda:13.1.0-base-ubuntu24.04) needs a driver from branch >= 590 (or >= 580 with minor-version "
-        "compatibility); eligible nodes run 560.35.03 (CUDA 1…\n"), out.stderr
+        "nvidia/cuda:13.1.0-base-ubuntu24.04) needs a driver from branch >= 590; eligible nodes run 560.35.03 (CUDA "
+        "12.6) on chart-t4-0; NVIDIA forward compatibil…\n"), out.stderr
     assert get(kapi, ns, "Deployment", "d")["spec"]["template"]["spec"]["containers"][0]["image"] == CUDA13
 
 

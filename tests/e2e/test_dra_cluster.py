@@ -131,11 +131,14 @@ def test_dra_claims_are_checked_against_the_live_resource_slices(kapi: KubeAPISe
     pair["spec"]["spec"]["devices"]["constraints"][0]["distinctAttribute"] = f"{NV}/uuid"
     assert apply(kapi, ns, pair)[0] == 0  # two different uuids on the node: admitted
 
-    # Once the slices say A100, the same Deployment is admitted (the view follows the slices' changes).
+    # Once the slices say A100, the same Deployment is admitted (the view follows the slices' changes). Their driver
+    # is R550 (CUDA 12.4), which runs vLLM 0.6.3's CUDA 12.4 itself: on R535 the default driver policy (driver >=
+    # runtime) would deny it (cuda-driver-behind-runtime).
     a100 = t4_slice(node)
     for d in a100["spec"]["devices"]:
         d["attributes"].update({"productName": {"string": "NVIDIA A100-SXM4-80GB"},
-                                "cudaComputeCapability": {"version": "8.0.0"}})
+                                "cudaComputeCapability": {"version": "8.0.0"},
+                                "driverVersion": {"version": "550.54.15"}, "cudaDriverVersion": {"version": "12.4.0"}})
     res.delete_resource_slice(f"{node}-{NV}")
     res.create_resource_slice(a100)
     wait_until(lambda: apply(kapi, ns, vllm("vllm", "one-gpu", pool))[0] == 0, 10, what="the A100 slices seen")

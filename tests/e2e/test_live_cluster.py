@@ -25,7 +25,7 @@ from tests.e2e.conftest import (
 from tests.e2e.kapi import KubeAPIServer
 
 CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs driver >= 580; the nodes run R560
-CUDA12_8 = "nvidia/cuda:12.8.1-base-ubuntu24.04"  # R560 runs it only through minor-version compatibility
+CUDA12_8 = "nvidia/cuda:12.8.1-base-ubuntu24.04"  # on R560: cuda-driver-behind-runtime, by the default policy
 
 
 def apply(kapi: KubeAPIServer, ns: str, obj: dict[str, Any], *args: str) -> tuple[int, str]:

@@ -159,7 +159,7 @@ def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     monkeypatch.chdir(tmp_path)
 
     def run(image: str, *args: str, images: Images | None = None, arch: str = "amd64", driver: str = R560,
-            config: dict[str, Any] | None = None) -> Run:
+            config: dict[str, Any] | None = None, policy: dict[str, Any] | None = None) -> Run:
         manifest = tmp_path / "pod.yaml"
         manifest.write_text(pod(image))
         nodes = tmp_path / "nodes.yaml"
@@ -167,7 +167,8 @@ def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
         if images is not None:
             monkeypatch.setenv("DOCKER_CONFIG", str(images.docker_config))
         cfg = tmp_path / ".compatcheck.yaml"
-        cfg.write_text(json.dumps({"apiVersion": "compatcheck/v1", **({"registry": config} if config else {})}))
+        cfg.write_text(json.dumps({"apiVersion": "compatcheck/v1", **({"registry": config} if config else {}),
+                                   **({"driverPolicy": policy} if policy else {})}))
         code = main(["lint", str(manifest), "--nodes", str(nodes), "--format", "json", "--config", str(cfg),
                      "--registry-ca", str(ca.ca_file), *args])
         out, err = capsys.readouterr()

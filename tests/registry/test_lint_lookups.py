@@ -56,28 +56,55 @@ def test_without_lookups_the_same_image_stays_unknown(lint: Any, basic: Images) 
     assert run.code == 0
 
 
+HOW_FORWARD = ('declare it in the config (driverPolicy.forwardCompatibility: true) or per node pool (label '
+               'compatcheck.io/forward-compatibility: "true")')
+HOW_MVC = ('declare it in the config (driverPolicy.minorVersionCompatibility: true) or per node pool (label '
+           'compatcheck.io/minor-version-compatibility: "true")')
+FORWARD = {"forwardCompatibility": True}
+
+
 def test_forward_compatibility_from_the_config_bridges_r535(lint: Any, basic: Images) -> None:
     image = basic.ref("ml/fwd:1.0")  # a Docker v2 manifest and config
+    origin = f"image {image} (manifest {short(basic.fwd.digest)}), whose config sets CUDA_VERSION=12.4.1"
+    # The default driver policy (driver >= runtime): an error that says what would run it
     run = lint(image, "--registry-lookups", images=basic, driver=R535)
     assert run.findings == [(
+        "cuda-driver-behind-runtime", "/spec/containers/0/image",
+        f"image CUDA 12.4 ({origin}) is newer than the driver's CUDA on 535.104.05 (CUDA 12.2) on t4-0, t4-1, and the "
+        "platform requires a driver at least as new as the runtime; use a driver from branch >= 550; NVIDIA "
+        f"minor-version compatibility would run it (no PTX JIT, no newer-driver APIs) if the platform accepts it: "
+        f"{HOW_MVC}; NVIDIA forward compatibility (the image's CUDA 12.4 cuda-compat libraries, which list driver "
+        f"branch 535) could bridge this on these data-center GPUs if the platform enables it: {HOW_FORWARD}")]
+    assert run.code == 1
+    # Declared: the branch its config's NVIDIA_REQUIRE_CUDA lists bridges it, a warning
+    run = lint(image, "--registry-lookups", images=basic, driver=R535, policy=FORWARD)
+    assert run.findings == [(
         "cuda-driver-needs-forward-compat", "/spec/containers/0/image",
-        f"image CUDA 12.4 (image {image} (manifest {short(basic.fwd.digest)}), whose config sets CUDA_VERSION=12.4.1) "
-        "is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs through forward "
-        "compatibility (the image's CUDA 12.4 cuda-compat libraries, which list driver branch 535 on data-center "
-        "GPUs); without them, minor-version compatibility runs it (no PTX JIT, no newer-driver APIs); a platform "
-        "that requires a driver at least as new as the runtime may still refuse it")]
+        f"image CUDA 12.4 ({origin}) is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs "
+        "through forward compatibility (the image's CUDA 12.4 cuda-compat libraries, which list driver branch 535 on "
+        "data-center GPUs); without them, minor-version compatibility runs it (no PTX JIT, no newer-driver APIs); the "
+        "config's driverPolicy.forwardCompatibility declares that the platform enables it")]
+    assert run.code == 0
 
 
 def test_the_cuda_13_base_on_a_listed_branch_runs_through_forward_compatibility(lint: Any, basic: Images) -> None:
-    # The same image on R535, a branch its NVIDIA_REQUIRE_CUDA lists for data-center GPUs: a warning, not a denial.
+    # The same image on R535, a branch its NVIDIA_REQUIRE_CUDA lists for data-center GPUs: denied by the default
+    # driver policy, a warning where the platform declares forward compatibility.
     image = basic.ref("ml/serving:2025-10-14")
+    origin = (f"image {image} (manifest {short(basic.serving.digest)}), whose config sets CUDA_VERSION=13.0.0")
     run = lint(image, "--registry-lookups", images=basic, driver=R535)
     assert run.findings == [(
+        "cuda-driver-too-old", "/spec/containers/0/image",
+        f"image CUDA 13.0 ({origin}) needs a driver from branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on "
+        "t4-0, t4-1; NVIDIA forward compatibility (the image's CUDA 13.0 cuda-compat libraries, which list driver "
+        f"branch 535) could bridge this on these data-center GPUs if the platform enables it: {HOW_FORWARD}")]
+    assert run.notes == [] and run.code == 1
+    run = lint(image, "--registry-lookups", images=basic, driver=R535, policy=FORWARD)
+    assert run.findings == [(
         "cuda-driver-needs-forward-compat", "/spec/containers/0/image",
-        f"image CUDA 13.0 (image {image} (manifest {short(basic.serving.digest)}), whose config sets "
-        "CUDA_VERSION=13.0.0) is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs only "
+        f"image CUDA 13.0 ({origin}) is newer than the driver on 535.104.05 (CUDA 12.2) on t4-0, t4-1: it runs only "
         "through forward compatibility (the image's CUDA 13.0 cuda-compat libraries, which list driver branch 535 "
-        "on data-center GPUs); a platform that requires a driver at least as new as the runtime may still refuse "
+        "on data-center GPUs); the config's driverPolicy.forwardCompatibility declares that the platform enables "
         "it")]
     assert run.notes == [] and run.code == 0
 

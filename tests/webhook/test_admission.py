@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.engine import evaluate
 from compatcheck.core.model import Severity
+from compatcheck.core.policy import DriverPolicy
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
 from tests.conftest import FIXTURES, ROOT, shared, shared_files
@@ -437,3 +440,110 @@ def test_a_resource_claim_made_for_a_pod_from_its_template_is_only_warned_about(
     del mine["metadata"]["ownerReferences"]
     denied, _ = review(request(mine), "validate", loaded.ruleset, ctx, AdmissionSettings())
     assert denied["response"]["allowed"] is False
+
+
+# ------------------------------------------------------------------------------------------ the driver policy
+# CUDA 13.0 (NVIDIA_REQUIRE_CUDA lists brand=tesla,driver>=535,driver<536) on Tesla T4s with R535: the platform's
+# rule (driver >= runtime) denies it by default; a declared forward compatibility admits it with a warning.
+CUDA13 = "nvidia/cuda:13.0.0-base-ubuntu24.04"
+T4_R535 = """\
+apiVersion: compatcheck/v1
+kind: ClusterProfile
+nodePools:
+- name: t4
+  gpu: Tesla-T4
+  driver: "535.104.05"
+{extra}"""
+
+
+def policy_ctx(loaded: Loaded, tmp_path: Path, policy: DriverPolicy, pool: str = "") -> EvalContext:
+    (tmp_path / "nodes.yaml").write_text(T4_R535.format(extra=pool))
+    cluster, errors = load_nodes(str(tmp_path / "nodes.yaml"), loaded.kb, 1 << 24)
+    assert not errors
+    return EvalContext(loaded.kb, cluster, CrlIndex(), driver_policy=policy)
+
+
+@pytest.mark.parametrize(("policy", "pool", "allowed", "rule"), [
+    (DriverPolicy(), "", False, "cuda-driver-too-old"),
+    (DriverPolicy(forward_compatibility=True), "", True, "cuda-driver-needs-forward-compat"),
+    (DriverPolicy(), "  forwardCompatibility: true\n", True, "cuda-driver-needs-forward-compat"),
+    (DriverPolicy(forward_compatibility=True), "  forwardCompatibility: false\n", False, "cuda-driver-too-old"),
+    # minor-version compatibility never crosses a major version: declaring it changes nothing here
+    (DriverPolicy(minor_version_compatibility=True), "", False, "cuda-driver-too-old"),
+])
+def test_the_driver_policy_decides_a_cuda13_pod_on_r535(loaded: Loaded, tmp_path: Path, policy: DriverPolicy,
+                                                       pool: str, allowed: bool, rule: str) -> None:
+    ctx = policy_ctx(loaded, tmp_path, policy, pool)
+    resp = answer(loaded, ctx, request(pod(image=CUDA13)))
+    assert resp["allowed"] is allowed
+    if allowed:
+        # a warning is cut at 120 characters
+        assert resp["warnings"] == [f"{rule}: image CUDA 13.0 (image {CUDA13}) is newer than the driver …"]
+    else:
+        assert resp["status"]["code"] == 403
+        assert resp["status"]["message"] == (
+            f"compatcheck denied Pod default/p:\n- {rule}: image CUDA 13.0 (image {CUDA13}) needs a driver from "
+            "branch >= 580; eligible nodes run 535.104.05 (CUDA 12.2) on t4-0; NVIDIA forward compatibility (…")
+
+
+@pytest.mark.parametrize(("policy", "allowed", "rule"), [
+    (DriverPolicy(), False, "cuda-driver-behind-runtime"),
+    (DriverPolicy(minor_version_compatibility=True), True, "cuda-driver-needs-minor-version-compat"),
+])
+def test_the_driver_policy_decides_minor_version_compatibility(loaded: Loaded, tmp_path: Path, policy: DriverPolicy,
+                                                               allowed: bool, rule: str) -> None:
+    # PyTorch's CUDA 12.4 (no NVIDIA_REQUIRE_CUDA gate, no cuda-compat) on R535 (CUDA 12.2): the same major
+    ctx = policy_ctx(loaded, tmp_path, policy)
+    resp = answer(loaded, ctx, request(pod(image="pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime")))
+    assert resp["allowed"] is allowed
+    if allowed:
+        assert resp["warnings"] == [f"{rule}: image CUDA 12.4 (image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime) "
+                                    "is newer …"]
+    else:
+        # a line of the denial is cut at 200 characters
+        assert resp["status"]["message"] == (
+            f"compatcheck denied Pod default/p:\n- {rule}: image CUDA 12.4 (image pytorch/pytorch:2.5.1-cuda12.4-"
+            "cudnn9-runtime) is newer than the driver's CUDA on 535.104.05 (CUDA 12.2) on t4-0, and the platform "
+            "requires a driv…")
+
+
+@pytest.mark.parametrize(("config", "allowed"), [
+    ("apiVersion: compatcheck/v1\n", False),
+    ("apiVersion: compatcheck/v1\ndriverPolicy: {forwardCompatibility: true}\n", True),
+])
+def test_the_webhook_reads_the_driver_policy_from_its_config(tmp_path: Path, config: str, allowed: bool) -> None:
+    """``compatcheck review`` answers as the serving webhook does, from the same config and --nodes."""
+    from tests.conftest import admission_review
+
+    (tmp_path / "review.json").write_text(json.dumps(admission_review(pod(image=CUDA13))))
+    (tmp_path / "nodes.yaml").write_text(T4_R535.format(extra=""))
+    (tmp_path / "c.yaml").write_text(config)
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "review", "review.json", "--nodes", "nodes.yaml",
+                           "--config", "c.yaml"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    response = json.loads(proc.stdout)["response"]
+    assert response["allowed"] is allowed
+    rules = [w.split(":", 1)[0] for w in response.get("warnings", [])] if allowed else [
+        line[2:].split(":", 1)[0] for line in response["status"]["message"].splitlines()[1:]]
+    assert rules == (["cuda-driver-needs-forward-compat"] if allowed else ["cuda-driver-too-old"])
+
+
+@pytest.mark.parametrize(("policy", "allowed"), [
+    (DriverPolicy(), False),
+    (DriverPolicy(assumed_severity=Severity.WARNING), True),
+])
+def test_an_assumed_finding_takes_the_policys_severity_at_admission(loaded: Loaded, tmp_path: Path,
+                                                                    policy: DriverPolicy, allowed: bool) -> None:
+    """A vLLM release newer than the image table (decided from the newest row, said so): denied as the rule says by
+    default, admitted with a warning where the policy lowers assumed findings."""
+    ctx = policy_ctx(loaded, tmp_path, policy)
+    resp = answer(loaded, ctx, request(pod(image="vllm/vllm-openai:v0.99.0")))
+    assert resp["allowed"] is allowed
+    start = ("cuda-driver-too-old: image CUDA 13.0 (image vllm/vllm-openai:v0.99.0, assumed from v0.20.0 to before "
+             "v0.22.0")
+    if allowed:
+        assert resp["warnings"] == [f"{start}, the newes…"]
+    else:
+        assert resp["status"]["message"] == (
+            f"compatcheck denied Pod default/p:\n- {start}, the newest vllm-openai release compatcheck knows, table "
+            "dated 2026-11-21) needs a drive…")

@@ -68,6 +68,7 @@ from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.kserve import EMPTY_RUNTIMES, RuntimeIndex
 from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
+from compatcheck.core.policy import DEFAULT_POLICY, POLICY_LABELS, DriverPolicy
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
 from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
@@ -127,6 +128,9 @@ class EvalContext:
     # kube-apiserver admission plugins that change what a pod tolerates (config ``admissionPlugins``); a
     # ClusterProfile's own list (``Cluster.admission_plugins``) adds to it.
     admission_plugins: frozenset[str] = frozenset()
+    # The driver/runtime relaxations the cluster declares (config ``driverPolicy``); a node pool's labels
+    # override them for that pool (NodeFacts.forward_compat, minor_version_compat).
+    driver_policy: DriverPolicy = DEFAULT_POLICY
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -160,7 +164,8 @@ class EvalContext:
         table = self.kb.image_facts(image)
         if rf is None:
             return table
-        return memo(self.facts_memo, (image, rf), lambda: image_facts_with_config(image, table, rf))
+        return memo(self.facts_memo, (image, rf), lambda: image_facts_with_config(
+            image, self.kb.with_stated_version(image, table, rf), rf))
 
 
 RUNTIME_ANNOTATION = "compatcheck.io/cuda-runtime"
@@ -557,20 +562,25 @@ class PodAnalysis:
         admitted = self._admitted_nodes if cluster.node_count else {}
         groups: dict[DraClassKey, tuple[NodeClass, set[str]]] = {}
         for request, outcome in self.dra_outcomes:
-            keys: dict[DraClassKey, DraClassKey] = {}  # (device labels, resources) -> class key
+            # (device labels, resources, the host's policy labels) -> class key
+            keys: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]],
+                       DraClassKey] = {}
             for device_labels, node, where, device in outcome.placements:
                 if not device_labels:
                     continue
+                host = admitted.get(node or "")
+                # The driver policy an admin declares on the device's Node (compatcheck.io/forward-compatibility...).
+                policy = tuple((k, v) for k, v in host[0].labels.items() if k in POLICY_LABELS) if host else ()
                 # A MIG device is also the nvidia.com/mig-<profile> the device plugin would offer for it.
-                own = (device_labels, device_resources(device.input))
+                own = (device_labels, device_resources(device.input), policy)
                 key = keys.get(own)
                 if key is None:
                     labels = dict(device_labels)
+                    labels.update(policy)
                     if request.sharing:
                         labels["nvidia.com/gpu.sharing-strategy"] = request.sharing
                     key = keys[own] = (tuple(sorted(labels.items())), own[1])
                 found = groups.get(key)
-                host = admitted.get(node or "")
                 if found is None:
                     facts = self.ctx.dra_facts.get(key)
                     if facts is None:

@@ -39,11 +39,26 @@ from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.knowledge import DriverVerdict, KnowledgeBase, Verdict
 from compatcheck.core.model import Applicability, Fix
 from compatcheck.core.patches import set_path_ops
+from compatcheck.core.policy import (
+    FORWARD_COMPAT_KEY,
+    FORWARD_COMPAT_LABEL,
+    MINOR_VERSION_COMPAT_KEY,
+    MINOR_VERSION_COMPAT_LABEL,
+    Declared,
+    Relaxation,
+)
 from compatcheck.core.versions import Version
 from compatcheck.core.workloads import ContainerTarget
 
 _FORWARD_COMPAT = ("; forward compatibility (cuda-compat libraries in the image) can bridge this on "
                    "datacenter GPUs only")
+# How to declare each relaxation, in the messages of the errors that the default policy gives.
+_HOW_FORWARD = (f"declare it in the config ({FORWARD_COMPAT_KEY}: true) or per node pool (label "
+                f'{FORWARD_COMPAT_LABEL}: "true")')
+_HOW_MVC = (f'declare it in the config ({MINOR_VERSION_COMPAT_KEY}: true) or per node pool (label '
+            f'{MINOR_VERSION_COMPAT_LABEL}: "true")')
+_FORWARD_UNDECLARED = ("; NVIDIA forward compatibility (cuda-compat libraries in the image) could bridge this on "
+                       f"data-center GPUs if the platform enables it ({_HOW_FORWARD})")
 
 
 def _gpu_runtimes(a: PodAnalysis) -> Iterator[tuple[ContainerTarget, CudaRuntime, Version]]:
@@ -70,30 +85,41 @@ class _Mismatch:
         return where
 
 
-# How a node kind's driver meets a container's CUDA runtime:
+# How a node kind's driver meets a container's CUDA runtime, under the cluster's driver policy (core.policy):
 #   compatible   the driver supports it;
-#   mvc          older, same major, above the floor: minor-version compatibility runs it (no PTX JIT...);
 #   forward      too old, but the image's forward compatibility bridges it (cuda-compat, a listed branch,
-#                a data-center GPU, no vGPU);
+#                a data-center GPU, no vGPU) and the policy declares forward compatibility for the node kind;
+#   mvc          older, same major, above the floor, and the policy declares minor-version compatibility: it runs
+#                through it (no PTX JIT...);
+#   behind       the same, but the policy does not declare it: the platform's driver >= runtime rule refuses it;
 #   refused      minor-version compatibility would run it, but the image's NVIDIA_REQUIRE_CUDA (cuda>=X.Y) makes the
 #                container runtime refuse to start it on that driver, and no listed alternative lets it in;
-#   incompatible too old, and nothing bridges it.
-Path = Literal["compatible", "mvc", "forward", "refused", "incompatible", "unknown"]
+#   incompatible too old, and nothing (declared) bridges it.
+Path = Literal["compatible", "mvc", "behind", "forward", "refused", "incompatible", "unknown"]
 
 
-def _path(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, v: DriverVerdict, runtime: Version) -> Path:
+def _declared(ctx: EvalContext, cls: NodeClass, relaxation: Relaxation) -> Declared:
+    """Whether the policy declares ``relaxation`` for this node kind: its label, else the config."""
+    own = cls.facts.forward_compat if relaxation == "forward" else cls.facts.minor_version_compat
+    return ctx.driver_policy.declared(relaxation, own)
+
+
+def _path(a: PodAnalysis, ctx: EvalContext, c: ContainerTarget, cls: NodeClass, v: DriverVerdict,
+          runtime: Version) -> Path:
     if v.verdict in ("compatible", "unknown"):
         return v.verdict
     if a.runtime(c).at_least:  # a floating tag: only "too old even for its lowest release" is certain
         return "incompatible" if v.verdict == "incompatible" else "unknown"
-    if _bridges(a, c, cls, runtime):
+    bridged = _bridges(a, c, cls, runtime)
+    if bridged and _declared(ctx, cls, "forward").on:
         return "forward"
     if v.verdict == "incompatible":
         return "incompatible"
-    gate = _start_gate(a, c)
+    # A listed branch's brand=...,driver>=N alternative lets the container start on a data-center GPU.
+    gate = None if bridged else _start_gate(a, c)
     if gate is not None and v.driver_cuda is not None and v.driver_cuda.major_minor() < gate.major_minor():
         return "refused"
-    return "mvc"
+    return "mvc" if _declared(ctx, cls, "minor-version").on else "behind"
 
 
 def _start_gate(a: PodAnalysis, c: ContainerTarget) -> Version | None:
@@ -122,7 +148,7 @@ def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
             if f.driver is None and f.driver_cuda is None:
                 continue
             v = kb.verdict(runtime, driver=f.driver, driver_cuda=f.driver_cuda)
-            if select(_path(a, c, cls, v, runtime), v, runtime):
+            if select(_path(a, ctx, c, cls, v, runtime), v, runtime):
                 bad.append((cls, v))
         if bad:
             yield _Mismatch(c, rt, runtime, bad)
@@ -131,14 +157,37 @@ def _driver_mismatches(a: PodAnalysis, ctx: EvalContext,
 def _bridges(a: PodAnalysis, c: ContainerTarget, cls: NodeClass, runtime: Version) -> bool:
     """Whether the image runs ``runtime`` on this node kind's older driver through forward compatibility: its
     cuda-compat libraries, a driver branch its NVIDIA_REQUIRE_CUDA lists, a data-center GPU, and no vGPU layer
-    (GPU-Manager and HAMi interpose their own libcuda, which the image's would bypass)."""
+    (GPU-Manager and HAMi interpose their own libcuda, which the image's would bypass). Whether the platform
+    enables it is the policy's to say (``_declared``)."""
     facts = a.image_facts(c)
     fwd = facts.forward_compat if facts is not None else None
     return fwd is not None and not a.under_vgpu and fwd.bridges(runtime, cls.facts.driver, cls.facts.datacenter)
 
 
-def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
+def _undeclared_forward(a: PodAnalysis, ctx: EvalContext, c: ContainerTarget, m: _Mismatch) -> str | None:
+    """Where the image's forward compatibility would bridge the gap on some of the failing node kinds but the policy
+    does not declare it there: what it could do and how to declare it (or that a pool's label turned it off)."""
+    facts = a.image_facts(c)
+    fwd = facts.forward_compat if facts is not None else None
+    bridgeable = [cls for cls, _ in m.bad if _bridges(a, c, cls, m.runtime)]
+    if fwd is None or not bridgeable:
+        return None
+    branches = ", ".join(str(b) for b in sorted({cls.facts.driver.major for cls in bridgeable
+                                                  if cls.facts.driver is not None}))
+    what = (f"the image's CUDA {fwd.compat_cuda.major_minor()} cuda-compat libraries, which list driver branch "
+            f"{branches}")
+    if all(_declared(ctx, cls, "forward").by == "label" for cls in bridgeable):
+        return (f"; NVIDIA forward compatibility ({what}) could bridge this, but the nodes' label "
+                f'{FORWARD_COMPAT_LABEL}: "false" says the platform does not enable it there')
+    return (f"; NVIDIA forward compatibility ({what}) could bridge this on these data-center GPUs if the platform "
+            f"enables it: {_HOW_FORWARD}")
+
+
+def _why_not_bridged(a: PodAnalysis, ctx: EvalContext, c: ContainerTarget, m: _Mismatch) -> str:
     """Why forward compatibility does not save this container, in the words of the too-old finding."""
+    undeclared = _undeclared_forward(a, ctx, c, m)
+    if undeclared is not None:
+        return undeclared
     gate = _start_gate(a, c)
     facts = a.image_facts(c)
     fwd = facts.forward_compat if facts is not None else None
@@ -157,8 +206,13 @@ def _why_not_bridged(a: PodAnalysis, c: ContainerTarget, m: _Mismatch) -> str:
                 "(NVIDIA_DISABLE_REQUIRE=true in the container lifts the check)")
     if fwd is None:
         # forward compatibility (cuda-compat) began with CUDA 10.0: nothing bridges an older runtime
-        return (_FORWARD_COMPAT if m.runtime.major >= 10 and any(cls.facts.datacenter is not False for cls, _ in m.bad)
-                else "")
+        if a.under_vgpu and m.runtime.major >= 10:
+            return ("; forward compatibility (cuda-compat libraries in an image) does not apply under GPU-Manager/HAMi "
+                    "vGPU: their libcuda would bypass the vGPU layer")
+        if m.runtime.major < 10 or not any(cls.facts.datacenter is not False for cls, _ in m.bad):
+            return ""
+        declared = all(_declared(ctx, cls, "forward").on for cls, _ in m.bad if cls.facts.datacenter is not False)
+        return _FORWARD_COMPAT if declared else _FORWARD_UNDECLARED
     if a.under_vgpu:
         return ("; the image's forward compatibility (cuda-compat) does not apply under GPU-Manager/HAMi vGPU: its "
                 "libcuda would bypass the vGPU layer")
@@ -177,13 +231,23 @@ def _needed_driver(kb: KnowledgeBase, runtime: Version) -> tuple[str, int | None
     return (f"a driver from branch >= {lowest}" if lowest else f"a driver for CUDA >= {runtime.major_minor()}"), lowest
 
 
+def _declared_by(ctx: EvalContext, m: _Mismatch, relaxation: Relaxation) -> str:
+    """Who declares ``relaxation`` for the failing node kinds: the config, their label, or both."""
+    key, label = ((FORWARD_COMPAT_KEY, FORWARD_COMPAT_LABEL) if relaxation == "forward"
+                  else (MINOR_VERSION_COMPAT_KEY, MINOR_VERSION_COMPAT_LABEL))
+    by = {_declared(ctx, cls, relaxation).by for cls, _ in m.bad}
+    return " and ".join(w for b, w in (("config", f"the config's {key}"), ("label", f"the nodes' label {label}"))
+                        if b in by)
+
+
 def _too_old(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path in ("incompatible", "refused")):
         v0 = m.bad[0][1]
         need, lowest = _needed_driver(ctx.kb, m.runtime)
+        mvc = any(_declared(ctx, cls, "minor-version").on for cls, _ in m.bad)
         floor = (f" (or >= {v0.mvc_floor} with minor-version compatibility)"
-                 if v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
-        fwd = _why_not_bridged(a, m.c, m)
+                 if mvc and v0.mvc_floor and str(v0.mvc_floor) != str(lowest) else "")
+        fwd = _why_not_bridged(a, ctx, m.c, m)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) needs {need}{floor}; eligible nodes "
                         f"run {m.where}{fwd}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
@@ -205,16 +269,32 @@ def _forward_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Itera
                         "on data-center GPUs)"
                         + ("; without them, minor-version compatibility runs it (no PTX JIT, no newer-driver APIs)"
                            if mvc else "")
-                        + "; a platform that requires a driver at least as new as the runtime may still refuse it",
+                        + f"; {_declared_by(ctx, m, 'forward')} declares that the platform enables it",
                         m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
 
 def _behind_runtime(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
+    for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "behind"):
+        need, _lowest = _needed_driver(ctx.kb, m.runtime)
+        if all(_declared(ctx, cls, "minor-version").by == "label" for cls, _ in m.bad):
+            mvc = ("; NVIDIA minor-version compatibility would run it (no PTX JIT, no newer-driver APIs), but the "
+                   f"nodes' label {MINOR_VERSION_COMPAT_LABEL}: \"false\" says the platform does not accept it there")
+        else:
+            mvc = ("; NVIDIA minor-version compatibility would run it (no PTX JIT, no newer-driver APIs) if the "
+                   f"platform accepts it: {_HOW_MVC}")
+        fwd = _undeclared_forward(a, ctx, m.c, m) or ""
+        yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver's CUDA on "
+                        f"{m.where}, and the platform requires a driver at least as new as the runtime; use {need}"
+                        f"{mvc}{fwd}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+
+
+def _minor_version_compat(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for m in _driver_mismatches(a, ctx, lambda path, _v, _r: path == "mvc"):
         need, _lowest = _needed_driver(ctx.kb, m.runtime)
         yield Violation(f"image CUDA {m.runtime.major_minor()} ({m.rt.origin}) is newer than the driver's CUDA on "
                         f"{m.where}: it runs only through minor-version compatibility (no PTX JIT, no newer-driver "
-                        f"APIs); use {need}", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
+                        f"APIs), which {_declared_by(ctx, m, 'minor-version')} declares the platform accepts; use "
+                        f"{need} to stop depending on it", m.rt.pointer, m.c.name, _affinity_fix(a, ctx, m.runtime))
 
 
 @dataclass(frozen=True)
@@ -281,7 +361,8 @@ _SCOPE = "each GPU container's CUDA runtime with the drivers of the nodes it can
 
 register(PodCheck(
     name="cuda-driver-too-old",
-    description=f"Compares {_SCOPE}: reports drivers that cannot run it at all (incompatible).",
+    description=f"Compares {_SCOPE}: reports drivers that cannot run it at all (incompatible), or only through a "
+                "relaxation the driver policy does not declare across a major version.",
     needs_nodes=True,
     fix_applicability=Applicability.UNSAFE,
     params_schema=NO_PARAMS_SCHEMA,
@@ -291,7 +372,8 @@ register(PodCheck(
 register(PodCheck(
     name="cuda-driver-forward-compat",
     description=f"Compares {_SCOPE}: reports drivers too old for it that run it only through the image's forward "
-                "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU).",
+                "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU), where the "
+                "driver policy declares that the platform enables it.",
     needs_nodes=True,
     fix_applicability=Applicability.UNSAFE,
     params_schema=NO_PARAMS_SCHEMA,
@@ -300,13 +382,23 @@ register(PodCheck(
 ))
 register(PodCheck(
     name="cuda-driver-behind-runtime",
-    description=f"Compares {_SCOPE}: reports drivers older than the runtime that run it only through "
-                "minor-version compatibility.",
+    description=f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, where the driver "
+                "policy does not declare minor-version compatibility (the platform requires driver >= runtime).",
     needs_nodes=True,
     fix_applicability=Applicability.UNSAFE,
     params_schema=NO_PARAMS_SCHEMA,
     prepare=no_params,
     evaluate=_behind_runtime,
+))
+register(PodCheck(
+    name="cuda-driver-minor-version-compat",
+    description=f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, that run it only "
+                "through minor-version compatibility where the driver policy declares that the platform accepts it.",
+    needs_nodes=True,
+    fix_applicability=Applicability.UNSAFE,
+    params_schema=NO_PARAMS_SCHEMA,
+    prepare=no_params,
+    evaluate=_minor_version_compat,
 ))
 register(PodCheck(
     name="cuda-driver-major-skew",
@@ -354,21 +446,29 @@ class AffinityPinParams:
 
 
 def _prepare_affinity_pin(raw: RawParams) -> AffinityPinParams:
-    accept: list[Verdict] = raw.get("accept", ["compatible", "minor-version-compatibility"])
+    accept: list[Verdict] = raw.get("accept", ["compatible"])
     return AffinityPinParams(frozenset(accept))
+
+
+def _accepted(ctx: EvalContext, params: AffinityPinParams) -> frozenset[Verdict]:
+    """The verdicts a pin may admit: the rule's, and minor-version compatibility where the policy declares it."""
+    if ctx.driver_policy.minor_version_compatibility:
+        return params.accept | {"minor-version-compatibility"}
+    return params.accept
 
 
 def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -> Iterator[Violation]:
     if not a.is_gpu_pod:
         return
     kb = ctx.kb
+    accept = _accepted(ctx, params)
     if _pins_driver(a):
         admitted = [cls for cls in _universe(kb) if admits_projected(a.pod.spec, cls)]
         ptr = a.pod.pointer + ("/nodeSelector" if isinstance(a.pod.spec.get("nodeSelector"), dict) and any(
             k in DRIVER_KEYS for k in a.pod.spec["nodeSelector"]) else "/affinity/nodeAffinity")
         if admitted:
             for c, rt, runtime in _gpu_runtimes(a):
-                message = _pin_message(kb, params, rt, runtime, admitted, "the pod's node selection")
+                message = _pin_message(kb, accept, rt, runtime, admitted, "the pod's node selection")
                 if message:
                     yield Violation(message, ptr, c.name)
     # What the selectors of its DRA claims pin (without an inventory: with one, the drivers rules read the devices).
@@ -378,7 +478,7 @@ def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -
         for r, classes in pins:
             if id(r) not in used:
                 continue
-            message = _pin_message(kb, params, rt, runtime, classes, f"the pod's claim {r.claim!r} ({r.what})")
+            message = _pin_message(kb, accept, rt, runtime, classes, f"the pod's claim {r.claim!r} ({r.what})")
             if message:
                 yield Violation(message, r.pointer, c.name)
 
@@ -394,16 +494,16 @@ def _dra_driver_pins(a: PodAnalysis) -> list[tuple[PodRequest, list[NodeClass]]]
     return list(out.values())
 
 
-def _pin_message(kb: KnowledgeBase, params: AffinityPinParams, rt: CudaRuntime, runtime: Version,
+def _pin_message(kb: KnowledgeBase, accept: frozenset[Verdict], rt: CudaRuntime, runtime: Version,
                  admitted: list[NodeClass], who: str) -> str | None:
     verdicts = [kb.verdict(runtime, driver_cuda=cls.facts.driver_cuda) for cls in admitted]
-    if any(v.verdict in params.accept or v.verdict == "unknown" for v in verdicts):
+    if any(v.verdict in accept or v.verdict == "unknown" for v in verdicts):
         return None
     cudas = sorted({str(v.driver_cuda.major_minor()) for v in verdicts if v.driver_cuda}, key=lambda s:
                    tuple(int(x) for x in s.split(".")))
     shown = ", ".join(cudas[:6]) + (" ..." if len(cudas) > 6 else "")
     need, lowest = _needed_driver(kb, runtime)
-    floor = kb.mvc_floor(runtime.major) if "minor-version-compatibility" in params.accept else None
+    floor = kb.mvc_floor(runtime.major) if "minor-version-compatibility" in accept else None
     mvc = (f" (or >= {floor} with minor-version compatibility)"
            if floor is not None and str(floor) != str(lowest) else "")
     return (f"{who} admits only drivers for CUDA {shown}, too old for image CUDA {runtime.major_minor()} "
@@ -417,7 +517,9 @@ register(PodCheck(
     params_schema={
         "type": "object", "additionalProperties": False,
         "properties": {"accept": {"type": "array", "items": {"enum": ["compatible", "minor-version-compatibility"]},
-                                  "description": "Verdicts that satisfy the check (default both)."}},
+                                  "description": "Verdicts that satisfy the check (default compatible; "
+                                                 "minor-version-compatibility is added where the config's "
+                                                 "driverPolicy declares it)."}},
     },
     prepare=_prepare_affinity_pin,
     evaluate=_affinity_pin,

@@ -132,7 +132,8 @@ def _arch_in_image(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterat
                 bad.append(f)
                 lacking.extend(b.describe() for b in missing if b.describe() not in lacking)
         if bad:
-            yield Violation(f"{facts.reference} has no kernels for the GPUs it can land on, {_gpus(bad)}: "
+            assumed = f" ({facts.assumed})" if facts.assumed else ""
+            yield Violation(f"{facts.reference}{assumed} has no kernels for the GPUs it can land on, {_gpus(bad)}: "
                             f"{'; '.join(lacking)} (no kernel image is available for execution on the device)",
                             f"{c.pointer}/image", c.name)
 
@@ -263,7 +264,7 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
                 need = floor.min_cc
                 version = (f"{floor.framework} {framework[1]}" if framework is not None and framework[1] is not None
                            and floor.versions != VersionRange() else f"every {floor.framework} version")
-                why = f"{r.framework_key} in {version}"
+                why = f"{r.framework_key} in {version}" + _assumed(a, c)
             elif r.feature:
                 need = kb.feature_min_cc(r.feature)
             if need is None:
@@ -274,6 +275,13 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
             fix = _replace_value_fix(c, r.pointer, r.what, r.replacement) if r.replacement is not None else None
             yield Violation(f"{r.what} needs compute capability >= {need} ({why}); eligible GPUs: {_gpus(bad)}",
                             r.pointer, c.name, fix)
+
+
+def _assumed(a: PodAnalysis, c: ContainerTarget) -> str:
+    """What a framework floor's version was decided from, when not the tag's own row: the newest release the image
+    table knows (a floating tag)."""
+    facts = a.image_facts(c)
+    return f", {facts.assumed}" if facts is not None and facts.assumed else ""
 
 
 def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement: str) -> Fix | None:
@@ -361,7 +369,7 @@ def _framework(a: PodAnalysis, ctx: EvalContext, params: FrameworkParams) -> Ite
                    and f.compute_capability < need]
             if floor is not None and bad:
                 which = (f"{name} {facts.framework_version}" if facts.framework_version is not None
-                         and floor.versions != VersionRange() else f"{name} (any version)")
+                         and floor.versions != VersionRange() else f"{name} (any version)") + _assumed(a, c)
                 yield Violation(f"{which} needs compute capability >= {need}; eligible GPUs: {_gpus(bad)}",
                                 f"{c.pointer}/image", c.name)
         image = c.data.get("image") if isinstance(c.data.get("image"), str) else ""
