@@ -10,7 +10,7 @@ import pytest
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.model import Applicability, Fix, PatchOp, Severity
 from compatcheck.core.policy import DriverPolicy
-from tests.core.helpers import container, found, messages, node, pod, rule
+from tests.core.helpers import container, found, messages, node, pod, rule, run
 from tests.core.tables import TABLES
 
 FULL = "nvidia.com/cuda.driver-version.full"
@@ -308,9 +308,16 @@ def test_a_driver_older_than_the_table_is_too_old_whatever_comes_first() -> None
         f"image CUDA 12.4 ({CUDA_124}) needs a driver from branch >= 550; eligible nodes run 418.39 on old{UNDECLARED}"]
 
 
-def test_a_pin_is_read_past_expressions_that_are_not_mappings() -> None:
-    assert pin(affinity=terms(["junk", {"key": "cuda-major-version", "operator": "In", "values": ["11"]}])) == [
-        ("/spec/affinity/nodeAffinity", "c", TOO_OLD_11, None)]
+def test_expressions_that_are_not_mappings_are_input_problems() -> None:
+    # (compatcheck.core.shapes: the API server refuses such a pod, and no rule reads it)
+    obj = pod(container(image="nvidia/cuda:12.4.1-base"),
+              affinity=terms(["junk", {"key": "cuda-major-version", "operator": "In", "values": ["11"]}]))
+    result = run("cuda-affinity-pin", obj)
+    assert [(p.pointer, p.message, p.kind) for p in result.problems] == [(
+        "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/"
+        "matchExpressions/0", "matchExpressions[0]: expected a mapping, found a string (the API server refuses the "
+        "object; its pod spec was not checked)", "input")]
+    assert result.findings == []
 
 
 # ---------------------------------------------------------------------------------------- the driver policy

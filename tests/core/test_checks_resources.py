@@ -9,7 +9,7 @@ import pytest
 
 from compatcheck.core.checks.resources import is_extended_resource
 from compatcheck.core.model import Applicability, Fix, PatchOp
-from tests.core.helpers import container, found, messages, node, pod, rule
+from tests.core.helpers import container, found, messages, node, pod, rule, run
 
 RES = "/spec/containers/0/resources"
 
@@ -83,11 +83,25 @@ def ext_ptr(section: str, name: str) -> str:
                                                     "limit of 1 (extended resources cannot be overcommitted)",
          Fix("set requests.example.com/b to the limit", Applicability.UNSAFE,
              (PatchOp("replace", ext_ptr("requests", "example.com/b"), 1),)))]),
-    ({"requests": "junk", "limits": ["x"]}, []),
-    ("junk", []),
 ])
 def test_extended_resources(resources: Any, expected: list[Any]) -> None:
     assert extended(resources) == expected
+
+
+REFUSED = " (the API server refuses the object; its pod spec was not checked)"
+
+
+@pytest.mark.parametrize(("resources", "problems"), [
+    ({"requests": "junk", "limits": ["x"]}, [(f"{RES}/limits", "limits: expected a mapping, found a list"),
+                                             (f"{RES}/requests", "requests: expected a mapping, found a string")]),
+    ("junk", [(RES, "resources: expected a mapping, found a string")]),
+])
+def test_resources_of_the_wrong_shape_are_input_problems(resources: Any, problems: list[tuple[str, str]]) -> None:
+    # (compatcheck.core.shapes: the API server refuses such a pod, and no rule reads it)
+    result = run("extended-resources", pod(container(gpus=None, resources=resources)))
+    assert [(p.pointer, p.message, p.kind) for p in result.problems] == [(ptr, m + REFUSED, "input")
+                                                                          for ptr, m in problems]
+    assert result.findings == []
 
 
 def test_extended_resources_of_every_container_gpu_or_not() -> None:
