@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version
 from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError, rules
 
 
@@ -18,6 +16,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def versions_command(args: argparse.Namespace) -> int:
+    import json
+
+    from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version
+
     loaded = rules([])
     try:
         driver = parse_driver_version(args.driver)

@@ -36,6 +36,11 @@ def default_cache_dir() -> Path:
     override = os.environ.get("COMPATCHECK_CACHE_DIR")
     if override:
         return Path(override)
+    return user_cache_dir() / "images"
+
+
+def user_cache_dir() -> Path:
+    """compatcheck's directory in the platform's user cache directory (``images`` and ``rules`` are under it)."""
     if sys.platform == "darwin":
         base = Path.home() / "Library" / "Caches" / "compatcheck"
     elif sys.platform == "win32":
@@ -43,7 +48,7 @@ def default_cache_dir() -> Path:
     else:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "compatcheck"
-    return base / "images"
+    return base
 
 
 def _safe(text: str) -> str:
