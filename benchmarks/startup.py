@@ -1,7 +1,7 @@
 """Start-up time of the commands a user or a pre-commit hook runs most, as ratios to ``python -c pass`` in the
 same run.
 
-    python benchmarks/startup.py [--runs 15] [--file one-file.yaml] [--json out.json] [--check]
+    python benchmarks/startup.py [--runs 15] [--file one-file.yaml] [--compare-ref REF] [--json out.json] [--check]
 
 Measured, one fresh process each, in interleaved rounds (pass, --version, lint, pass, --version, lint, ...) so a
 drift of a shared machine hits every command alike:
@@ -11,7 +11,10 @@ drift of a shared machine hits every command alike:
   - ``compatcheck lint FILE``: one file, no --nodes, no config (goal: <= 8x the floor). Without ``--file`` the
     file is 25 mixed workload documents, made by the generator of ``lint_throughput.py`` (the README's "cold
     start" file);
-  - ``compatcheck lint FILE --nodes examples/cluster-profile.yaml``, for reference (no goal).
+  - ``compatcheck lint FILE --nodes examples/cluster-profile.yaml``, for reference (no goal);
+  - with ``--compare-ref REF`` (a git revision, exported with ``git archive``), ``--version`` and ``lint`` of that
+    code and of this checkout, both started the same way (``python -c`` putting the tree first on sys.path and
+    calling ``compatcheck.cli.main``), so the change is measured in the same run.
 
 Each figure is the median wall time over the rounds, and the median CPU time (user + system of the child, from
 ``os.wait4``), which waiting for a core on a busy machine does not inflate. The ratios are of medians of the same
@@ -55,6 +58,13 @@ def _one_file(directory: Path) -> Path:
     return path
 
 
+def _launcher(tree: Path) -> list[str]:
+    """``compatcheck`` from the source tree ``tree``, whatever is installed."""
+    code = (f"import sys; sys.path.insert(0, {str(tree)!r}); from compatcheck.cli import main; "
+            "sys.argv[0] = 'compatcheck'; sys.exit(main())")
+    return [sys.executable, "-c", code]
+
+
 def _run(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
     """Wall and CPU seconds of one run of ``cmd`` (its output discarded)."""
     start = time.perf_counter()
@@ -71,6 +81,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=15, help="interleaved rounds (default 15)")
     ap.add_argument("--file", help="the file to lint (default: 25 generated workload documents)")
+    ap.add_argument("--compare-ref", metavar="REF", help="also measure the code at this git revision")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--check", action="store_true", help="exit 1 when a goal is missed (wall-time ratio)")
     args = ap.parse_args()
@@ -91,6 +102,16 @@ def main() -> int:
             "lint": [*cc, "lint", str(target)],
             "lint --nodes": [*cc, "lint", str(target), "--nodes", str(ROOT / "examples" / "cluster-profile.yaml")],
         }
+        if args.compare_ref:
+            ref_tree = work / "ref"
+            ref_tree.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.compare_ref], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(ref_tree)], input=archive, check=True)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(ref_tree / "compatcheck")], check=True)
+            for label, tree in ((args.compare_ref, ref_tree), ("this", ROOT)):
+                commands[f"version ({label})"] = [*_launcher(tree), "--version"]
+                commands[f"lint ({label})"] = [*_launcher(tree), "lint", str(target)]
         cwd = str(work)  # no .compatcheck.yaml up from here
         for cmd in commands.values():  # warm-up: page cache, the user cache directory
             _run(cmd, env, cwd)
@@ -111,7 +132,7 @@ def main() -> int:
         verdict = "" if goal is None else (f"  goal <= {goal:g}x: " + ("met" if rw <= goal else "MISSED"))
         if goal is not None and rw > goal:
             missed.append(name)
-        print(f"  {name:<13} {wall[name] * 1000:7.1f} / {cpu[name] * 1000:7.1f} ms   "
+        print(f"  {name:<22} {wall[name] * 1000:7.1f} / {cpu[name] * 1000:7.1f} ms   "
               f"{rw:5.2f}x wall  {rc:5.2f}x CPU{verdict}")
         result["commands"][name] = {  # type: ignore[index]
             "wall_ms": round(wall[name] * 1000, 2), "cpu_ms": round(cpu[name] * 1000, 2),

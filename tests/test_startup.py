@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "manifests" / "paddle-gpu-manager.yaml"  # a Deployment, no DRA object
 
 # Imported by no cheap path: the webhook and its extra, the registry client, the DRA allocator and its CEL
-# compiler, schema validation, rendering, the other report formats.
+# compiler, schema validation, rendering, the other report formats, orjson (only placement with --nodes and the
+# webhook encode JSON; importing it brings datetime, uuid and platform).
 HEAVY = (
-    "aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch", "celpy", "jsonschema",
+    "aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch", "celpy", "jsonschema", "orjson",
     "ssl", "socket", "http.client", "concurrent.futures", "subprocess", "xml.etree.ElementTree",
     "compatcheck.webhook", "compatcheck.core.dra", "compatcheck.core.cel", "compatcheck.io.oci",
     "compatcheck.io.imagefacts", "compatcheck.io.dockerauth", "compatcheck.io.render", "compatcheck.io.templatemap",
@@ -27,7 +28,7 @@ HEAVY = (
     "compatcheck.report.ruledocs",
 )
 # ``--version`` answers before the parser is built: not even argparse, nor any of the engine.
-VERSION_HEAVY = (*HEAVY, "argparse", "dataclasses", "json", "ruamel", "orjson", "compatcheck.core.model",
+VERSION_HEAVY = (*HEAVY, "argparse", "dataclasses", "json", "ruamel", "compatcheck.core.model",
                  "compatcheck.core.knowledge", "compatcheck.core.checks", "compatcheck.io.loader",
                  "compatcheck.io.manifests", "compatcheck.report")
 
