@@ -31,10 +31,13 @@ def fast_json() -> Any:
     """orjson, imported on first use; None on a core install (the linter does not need it)."""
     global orjson, _looked
     if not _looked:
+        found: Any = None
         try:
-            import orjson as found
+            import orjson as module
         except ImportError:
-            found = None
+            pass
+        else:
+            found = module
         orjson, _looked = found, True
     return orjson
 

@@ -20,13 +20,13 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from compatcheck.core.imageconfig import RegistryFacts
+from compatcheck.io.cachedir import user_cache_dir
 
 FORMAT = 1  # bumped when an entry's shape changes: older entries are then misses
 
@@ -37,18 +37,6 @@ def default_cache_dir() -> Path:
     if override:
         return Path(override)
     return user_cache_dir() / "images"
-
-
-def user_cache_dir() -> Path:
-    """compatcheck's directory in the platform's user cache directory (``images`` and ``rules`` are under it)."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "compatcheck"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "compatcheck" / "Cache"
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "compatcheck"
-    return base
 
 
 def _safe(text: str) -> str:

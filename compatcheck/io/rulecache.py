@@ -12,7 +12,7 @@ What it caches is the *trusted* read of built-in files, which is not validated a
 are never cached: they are parsed with positions and validated on every run. ``COMPATCHECK_RULES_CACHE=0``
 turns the cache off.
 
-Where: ``rules/`` in the user cache directory (``compatcheck.io.imagecache.user_cache_dir``). Safe under
+Where: ``rules/`` in the user cache directory (``compatcheck.io.cachedir.user_cache_dir``). Safe under
 concurrent runs: an entry is written to a temporary file and renamed over (atomic), a corrupt or foreign file
 is a miss, and only the newest few entries are kept.
 """
@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from compatcheck import __version__
+from compatcheck.io.cachedir import user_cache_dir
 
 FORMAT = 1  # bumped when an entry's shape changes
 KEEP = 4  # entries kept (several installs of different versions share a user's cache)
 
 
 def cache_dir() -> Path:
-    from compatcheck.io.imagecache import user_cache_dir
-
     return user_cache_dir() / "rules"
 
 
