@@ -165,6 +165,18 @@ def test_rule_cache_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert not list(tmp_path.iterdir())
 
 
+def test_rule_cache_without_a_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no cache directory can be found (no $HOME, no passwd entry: some CI containers), rules still load."""
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    paths = _builtin_paths()
+    assert rulecache.parsed_files(paths, loader._trusted_parse) == {
+        p: loader._trusted_parse(p.read_text("utf-8")) for p in paths}
+
+
 def test_cached_rules_load_as_the_parsed_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same rules and tables with the cache cold, warm and off (and admin directories never cached)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

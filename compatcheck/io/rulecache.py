@@ -59,8 +59,11 @@ def parsed_files(paths: list[Path], parse: Callable[[str], list[Any]],
     names = {p: p.name if p.parent.name != "data" else f"data/{p.name}" for p in paths}
     if not enabled():
         return {p: parse(t.decode("utf-8")) for p, t in texts.items()}
+    try:
+        directory = root or cache_dir()
+    except (RuntimeError, KeyError, OSError):  # no home directory to find a cache in: parse, as without one
+        return {p: parse(t.decode("utf-8")) for p, t in texts.items()}
     key = _key({names[p]: t for p, t in texts.items()})
-    directory = root or cache_dir()
     entry = directory / f"builtin-{key}.json"
     cached = _read(entry, set(names.values()))
     if cached is not None:
