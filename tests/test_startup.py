@@ -46,16 +46,22 @@ raise SystemExit(code)
 """
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path),
+            "PYTHONPATH": str(ROOT)}
+
+
 def _modules_after(args: list[str], tmp_path: Path) -> tuple[int, str, set[str]]:
     """Run ``compatcheck ARGS`` in a fresh interpreter (its own cache directory, no config file above its working
-    directory) and return its exit code, stdout and the modules it imported."""
-    env = {"PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path),
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=120)
+    directory) and return its exit code, stdout and the modules it imported: those a bare interpreter of the
+    same environment has too (a site's ``sitecustomize`` may import anything) are not the command's."""
+    bare = subprocess.run([sys.executable, "-c", "import sys; print(' '.join(sys.modules))"], capture_output=True,
+                          text=True, env=_env(tmp_path), cwd=tmp_path, timeout=60, check=True).stdout.split()
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True,
+                          env=_env(tmp_path), cwd=tmp_path, timeout=120)
     _head, sep, tail = proc.stderr.rpartition("@@MODULES@@")
     assert sep, proc.stderr
-    return proc.returncode, proc.stdout, set(json.loads(tail))
+    return proc.returncode, proc.stdout, set(json.loads(tail)) - set(bare)
 
 
 def _imported(modules: set[str], names: tuple[str, ...]) -> list[str]:
