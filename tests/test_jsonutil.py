@@ -19,6 +19,7 @@ CASES = [
 
 @pytest.fixture(params=["orjson", "json-module"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    jsonutil.fast_json()  # imported on first use: look now, so that the patch below is what the calls see
     if request.param == "json-module":
         monkeypatch.setattr(jsonutil, "orjson", None)
     elif jsonutil.orjson is None:

@@ -1,4 +1,7 @@
-"""How the command line prints what stops a command and the diagnostics of a run, and its argparse value types."""
+"""How the command line prints what stops a command and the diagnostics of a run, and its argparse value types.
+
+Building the parser imports this module, so it imports nothing of the engine at module level: ``compatcheck
+--version`` and ``--help`` start fast (``tests/test_startup.py``)."""
 
 from __future__ import annotations
 
@@ -6,11 +9,12 @@ import argparse
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from compatcheck.core.model import Diagnostic
 from compatcheck.core.suggest import did_you_mean
-from compatcheck.report.text import diagnostic_line
+
+if TYPE_CHECKING:
+    from compatcheck.core.model import Diagnostic
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
 _OWNER = "_compatcheck_parser"  # the (sub)parser that left arguments unrecognised
@@ -55,6 +59,8 @@ def err(msg: str) -> None:
 
 def print_diagnostics(diagnostics: Iterable[Diagnostic]) -> None:
     """One ``file:line: error|warning|note: message`` line each, on stderr (as the text report lists them)."""
+    from compatcheck.report.text import diagnostic_line
+
     for d in diagnostics:
         print(diagnostic_line(d), file=sys.stderr)
 

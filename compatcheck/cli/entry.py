@@ -6,28 +6,38 @@ or input errors. A command reports what stops it by raising ``CommandError``; no
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from compatcheck import __version__
-from compatcheck.cli import images, lint, rules, versions
-from compatcheck.cli import webhook as webhook_commands
-from compatcheck.cli.common import Parser, err, print_diagnostics
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
+
+if TYPE_CHECKING:
+    import argparse
+
+# Start-up matters (a pre-commit hook runs compatcheck on every commit): this module imports only what every
+# command needs. The subcommand modules describe their arguments and import the engine in their handlers;
+# ``compatcheck --version`` alone answers before argparse is imported. tests/test_startup.py holds this.
 
 # What the webhook extra brings: a webhook command run without it says what to install.
 WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch"}
-Handler = Callable[[argparse.Namespace], int]
+Handler = Callable[["argparse.Namespace"], int]
+VERSION = f"compatcheck {__version__}"
 
 
 def parser() -> argparse.ArgumentParser:
+    from compatcheck.cli import images, lint, rules, versions
+    from compatcheck.cli import webhook as webhook_commands
+    from compatcheck.cli.common import Parser
+
     p = Parser(
         prog="compatcheck",
         description="CUDA compatibility linter for Kubernetes GPU workloads.",
         epilog="exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage/config/rule/input errors",
     )
-    p.add_argument("--version", action="version", version=f"compatcheck {__version__}")
+    p.add_argument("--version", action="version", version=VERSION)
     sub = p.add_subparsers(dest="command", required=True)
     for module in (lint, webhook_commands, versions, rules, images):
         module.register(sub)
@@ -45,6 +55,11 @@ def _handler(args: argparse.Namespace) -> Handler:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(VERSION)  # what argparse's version action prints, without building the parser
+        return EXIT_OK
+    from compatcheck.cli.common import err, print_diagnostics
+
     args = parser().parse_args(argv)
     try:
         return _handler(args)(args)

@@ -8,21 +8,20 @@ registries into a facts file for ``lint --image-facts`` (CI with network, pre-co
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from typing import TYPE_CHECKING
 
 from compatcheck.cli.common import print_diagnostics
 from compatcheck.cli.lint import add_registry_options, registry_settings
-from compatcheck.core.config import RegistrySettings
-from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
-from compatcheck.core.images import ImageFacts, parse_reference
-from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.knowledge import FrameworkFloor, KnowledgeBase, VersionRange
-from compatcheck.core.model import Diagnostic
-from compatcheck.io import imagefacts
-from compatcheck.io.config import find_config
-from compatcheck.io.imagecache import ImageCache
 from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError, configure
+
+if TYPE_CHECKING:  # imported by the commands, not by building the parser (``--version``, ``lint``)
+    from compatcheck.core.config import RegistrySettings
+    from compatcheck.core.imageconfig import RegistryFacts
+    from compatcheck.core.images import ImageFacts
+    from compatcheck.core.jsonutil import JsonObject
+    from compatcheck.core.knowledge import FrameworkFloor, KnowledgeBase
+    from compatcheck.io import imagefacts
 
 # Config env and labels worth showing: what decides CUDA, and the NVIDIA runtime's own settings.
 _SHOWN_ENV = ("CUDA_VERSION", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE", "NV_CUDA_LIB_VERSION",
@@ -71,6 +70,9 @@ def _config(rf: RegistryFacts | None) -> JsonObject | None:
 def describe(kb: KnowledgeBase, image: str, rf: RegistryFacts | None = None) -> JsonObject:
     """The JSON form: every fact with its source; absent facts are null (unknown, not none). ``rf``: what the
     image's own config says, when it was read."""
+    from compatcheck.core.imageconfig import image_facts_with_config
+    from compatcheck.core.knowledge import VersionRange
+
     table = kb.image_facts(image)
     facts = image_facts_with_config(image, kb.with_stated_version(image, table, rf), rf) if rf is not None else table
     if facts is None:
@@ -173,6 +175,11 @@ def _text(d: JsonObject) -> str:
 
 def _lookup(images: list[str], settings: RegistrySettings, files: list[str]) -> imagefacts.LookupResult:
     """Facts of ``images`` per ``settings`` (network with lookups, the cache, ``files``)."""
+    from compatcheck.core.images import parse_reference
+    from compatcheck.core.model import Diagnostic
+    from compatcheck.io import imagefacts
+    from compatcheck.io.imagecache import ImageCache
+
     entries: list[imagefacts.FileEntry] = []
     problems: list[Diagnostic] = []
     for spec in files:
@@ -193,6 +200,10 @@ def _lookup(images: list[str], settings: RegistrySettings, files: list[str]) -> 
 
 
 def explain_command(args: argparse.Namespace) -> int:
+    import json
+
+    from compatcheck.io.config import find_config
+
     configured = configure(args.config or find_config(), args.rules_dir)
     kb = configured.loaded.kb
     settings = registry_settings(args, configured.config.registry)
@@ -212,6 +223,9 @@ def explain_command(args: argparse.Namespace) -> int:
 
 
 def fetch_command(args: argparse.Namespace) -> int:
+    from compatcheck.io import imagefacts
+    from compatcheck.io.config import find_config
+
     configured = configure(args.config or find_config(), [])
     settings = registry_settings(args, configured.config.registry)
     result = _lookup(args.image, settings, [])

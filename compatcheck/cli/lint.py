@@ -8,21 +8,17 @@ import argparse
 import os
 import re
 import sys
-from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from compatcheck import __version__
 from compatcheck.cli.common import print_diagnostics, suggestion
-from compatcheck.core.config import Config, RegistrySettings
-from compatcheck.core.model import Applicability, Severity
-from compatcheck.io import baseline as baseline_mod
-from compatcheck.io.config import find_config
-from compatcheck.io.lint import LintedObject, LintOptions, run_lint
-from compatcheck.io.loader import Loaded
-from compatcheck.io.manifests import PathFilter
-from compatcheck.io.repo import repository_root
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
-from compatcheck.report import FORMATTERS
-from compatcheck.report.model import LintReport
+
+if TYPE_CHECKING:  # the engine is imported by the commands, not by building the parser (``--version``)
+    from compatcheck.core.config import Config, RegistrySettings
+    from compatcheck.io.lint import LintedObject, LintOptions
+    from compatcheck.io.loader import Loaded
+    from compatcheck.report.model import LintReport
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 
@@ -69,6 +65,8 @@ def add_registry_options(p: argparse.ArgumentParser) -> None:
 
 def registry_settings(args: argparse.Namespace, settings: RegistrySettings) -> RegistrySettings:
     """The config's registry settings with the command line's flags over them."""
+    from dataclasses import replace
+
     if args.offline:
         settings = replace(settings, offline=True)
     elif args.registry_lookups is not None:
@@ -109,6 +107,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[str, str] | None]:
     """Config, rules, lint options and the rendered text of --helm-chart/--kustomize (None for plain paths)."""
+    from dataclasses import replace
+
+    from compatcheck.io.config import find_config
+    from compatcheck.io.lint import LintOptions
+    from compatcheck.io.manifests import PathFilter
+
     if not args.paths and not args.helm_chart and not args.kustomize:
         raise CommandError("give files or directories to lint (or - for stdin, --helm-chart DIR, --kustomize DIR)")
     config_file = args.config or find_config()
@@ -132,6 +136,8 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
 
 def _render_input(args: argparse.Namespace, options: LintOptions) -> dict[str, str] | None:
     """Rendered text for --helm-chart / --kustomize (with its source map), or None for plain paths."""
+    if not args.helm_chart and not args.kustomize:
+        return None
     from compatcheck.io.render import RenderError, helm_template, kustomize
 
     try:
@@ -148,9 +154,15 @@ def _render_input(args: argparse.Namespace, options: LintOptions) -> dict[str, s
 
 
 def lint_command(args: argparse.Namespace) -> int:
+    from compatcheck.core.model import Severity
+    from compatcheck.io.lint import run_lint
+    from compatcheck.io.repo import repository_root
+
     config, loaded, options, texts = _setup(args)
     baseline_file = args.baseline or (config.baseline if not args.write_baseline else None)
     if baseline_file:
+        from compatcheck.io import baseline as baseline_mod
+
         try:
             options.baseline = baseline_mod.load(baseline_file)
             options.baseline_root = baseline_mod.root_of(baseline_file)
@@ -163,6 +175,8 @@ def lint_command(args: argparse.Namespace) -> int:
     report.tool_version = __version__
     report.show_suppressed = args.show_suppressed
     if args.write_baseline:
+        from compatcheck.io import baseline as baseline_mod
+
         with open(args.write_baseline, "w", encoding="utf-8") as fh:
             fh.write(baseline_mod.dump(report.findings, baseline_mod.root_of(args.write_baseline)))
         print(f"wrote {len(report.findings)} findings to {args.write_baseline}", file=sys.stderr)
@@ -193,6 +207,8 @@ def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str
 
 
 def _emit(args: argparse.Namespace, report: LintReport) -> None:
+    from compatcheck.report import FORMATTERS
+
     formats = list(args.format or [])
     if not formats:
         formats = ["github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"]
@@ -217,7 +233,9 @@ def _emit(args: argparse.Namespace, report: LintReport) -> None:
 
 
 def fix_command(args: argparse.Namespace) -> int:
+    from compatcheck.core.model import Applicability
     from compatcheck.io.fixer import fix_file
+    from compatcheck.io.lint import run_lint
 
     _config, loaded, options, texts = _setup(args)
     if texts is not None:

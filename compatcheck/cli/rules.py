@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from compatcheck.cli.common import err, suggestion
-from compatcheck.io.examples import rule_examples
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, rules
-from compatcheck.report import ruledocs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +49,11 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def list_command(args: argparse.Namespace) -> int:
+    import json
+
+    from compatcheck.io.examples import rule_examples
+    from compatcheck.report import ruledocs
+
     loaded = rules(args.rules_dir)
     if args.format == "markdown":
         examples = None
@@ -70,6 +72,8 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
+    from compatcheck.report import ruledocs
+
     loaded = rules(args.rules_dir)
     ids = [args.rule_id] if args.rule_id else [ln.split()[0] for ln in sys.stdin.read().splitlines() if ln.strip()]
     status = EXIT_OK

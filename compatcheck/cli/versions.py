@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from compatcheck.core.knowledge import DriverVerdict
-from compatcheck.core.policy import MINOR_VERSION_COMPAT_KEY, DriverPolicy
-from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version
-from compatcheck.io.config import find_config
-from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError, configure
+from typing import TYPE_CHECKING
+
+from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError
+
+if TYPE_CHECKING:  # the command imports what it uses when it runs (start-up: tests/test_startup.py)
+    from compatcheck.core.knowledge import DriverVerdict
+    from compatcheck.core.policy import DriverPolicy
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,6 +24,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def versions_command(args: argparse.Namespace) -> int:
+    import json
+
+    from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version
+    from compatcheck.io.config import find_config
+    from compatcheck.io.setup import configure
+
     configured = configure(args.config or find_config(), [])
     try:
         driver = parse_driver_version(args.driver)
@@ -49,6 +56,8 @@ def _by_policy(v: DriverVerdict, policy: DriverPolicy) -> tuple[bool, str]:
     depends on the image (its cuda-compat libraries and the branches they list), which this command does not know."""
     if v.verdict == "compatible":
         return True, "allowed: the driver supports the runtime"
+    from compatcheck.core.policy import MINOR_VERSION_COMPAT_KEY
+
     if v.verdict == "minor-version-compatibility":
         if policy.minor_version_compatibility:
             return True, (f"allowed with a warning: {MINOR_VERSION_COMPAT_KEY} declares minor-version compatibility "

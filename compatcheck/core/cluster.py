@@ -23,9 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from compatcheck.core.dra import Inventory
 from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence
 from compatcheck.core.knowledge import KnowledgeBase, normalise_product
 from compatcheck.core.model import Diagnostic, Severity
@@ -39,6 +38,9 @@ from compatcheck.core.versions import (
     parse_cuda_version,
     parse_driver_version,
 )
+
+if TYPE_CHECKING:  # the DRA inventory is built (and core.dra imported) only where DRA objects are read
+    from compatcheck.core.dra import Inventory
 
 # Taints that Kubernetes itself puts on a Node to say how it is *now* (NotReady, unreachable, under pressure,
 # cordoned, not yet initialised by its cloud provider, shut down): the node lifecycle controller, the kubelet,

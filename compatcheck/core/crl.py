@@ -11,7 +11,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
 from compatcheck.core.jsonutil import Json, JsonObject, mapping, text
@@ -66,6 +65,8 @@ def claims_crl(obj: JsonObject) -> bool:
 
 @cache
 def _validator() -> Any:  # a jsonschema validator (jsonschema ships no type hints)
+    from importlib import resources  # only when a CRL is read (importlib.resources costs every start ~5 ms)
+
     from jsonschema import Draft202012Validator  # lazy: ~100 ms import, only when CRLs appear
 
     schema = json.loads(resources.files("compatcheck.schemas").joinpath("crl.schema.json").read_text("utf-8"))

@@ -3,12 +3,13 @@ key), as git, cargo and ruff say it. Pure."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, known: Iterable[str]) -> str | None:
     """The known name closest to ``word`` (difflib's ratio of at least 0.6), or None."""
+    import difflib  # only when a name is unknown: every command's parser imports this module
+
     found = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=0.6)
     return found[0] if found else None
 

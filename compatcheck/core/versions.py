@@ -74,12 +74,24 @@ def parse_version(text: object, *, what: str = "version") -> Version:
         text = repr(text)
     if not isinstance(text, str):
         raise VersionError(f"{what} {text!r} is not a version number")
+    found = _PARSED.get(text)
+    if found is not None:
+        return found
     stripped = text.strip()
     m = _VERSION_RE.match(stripped)
     if not m:
         raise VersionError(f"{what} {text!r} is not a version number (expected digits and dots, e.g. 12.4)")
     parts = tuple(int(g) for g in m.groups() if g is not None)
-    return Version(parts, stripped.lstrip("v"))
+    version = Version(parts, stripped.lstrip("v"))
+    if len(_PARSED) < _PARSED_LIMIT:
+        _PARSED[text] = version
+    return version
+
+
+# Versions are immutable and the tables write the same ones many times (1,668 parses, ~600 distinct, at every
+# start): each text is parsed once. Bounded, since the webhook parses what requests carry.
+_PARSED: dict[str, Version] = {}
+_PARSED_LIMIT = 8192
 
 
 @lru_cache(maxsize=4096)

@@ -20,13 +20,13 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from compatcheck.core.imageconfig import RegistryFacts
+from compatcheck.io.cachedir import user_cache_dir
 
 FORMAT = 1  # bumped when an entry's shape changes: older entries are then misses
 
@@ -36,14 +36,7 @@ def default_cache_dir() -> Path:
     override = os.environ.get("COMPATCHECK_CACHE_DIR")
     if override:
         return Path(override)
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "compatcheck"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "compatcheck" / "Cache"
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "compatcheck"
-    return base / "images"
+    return user_cache_dir() / "images"
 
 
 def _safe(text: str) -> str:

@@ -9,24 +9,20 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compatcheck.core.checks.base import EvalContext, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
-from compatcheck.core.dra import KINDS as DRA_KINDS
-from compatcheck.core.dra import V1ALPHA2_KINDS, api_version_note, is_dra
-from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.drakinds import KINDS as DRA_KINDS
+from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import known_kind_names, object_ref
-from compatcheck.io import baseline as baseline_mod
-from compatcheck.io import imagefacts
-from compatcheck.io.imagecache import ImageCache
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes, may_hold_crl
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
@@ -40,6 +36,11 @@ from compatcheck.io.manifests import (
     read_file,
 )
 from compatcheck.report.model import LintReport, Silenced
+
+if TYPE_CHECKING:  # registry lookups and baselines: imported when used (a plain lint starts without them)
+    from compatcheck.io import baseline as baseline_mod
+    from compatcheck.io import imagefacts
+    from compatcheck.io.imagecache import ImageCache
 
 
 @dataclass
@@ -133,7 +134,12 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     report.add(e for e in invalid if e.path not in linted)
     # DRA: the DeviceClasses, ResourceClaims and templates linted together are what the pods' claims resolve to.
     objects = [obj for pf in parsed for doc in pf.documents for _prefix, obj in iter_objects(doc)]
-    dra = build_dra_index(obj for obj in objects if is_dra(obj))
+    dra_objects = [obj for obj in objects if is_dra(obj)]
+    dra = None
+    if dra_objects:  # only then is core.dra (claims, CEL, the allocator) imported
+        from compatcheck.core.dra import build_index as build_dra_index
+
+        dra = build_dra_index(dra_objects)
     report.add(_dra_redefinitions(parsed, options, cluster))
     report.add(_dra_api_versions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
@@ -215,6 +221,9 @@ def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: L
                    report: LintReport) -> dict[str, RegistryFacts]:
     """What the configs of the GPU containers' images say: from --image-facts files, the cache and, with lookups
     on, their registries. Problems are notes (or errors, for an invalid --image-facts file)."""
+    from compatcheck.io import imagefacts
+    from compatcheck.io.imagecache import ImageCache
+
     wanted: dict[str, imagefacts.Where] = {}
     for pf in parsed:
         for doc in pf.documents:
@@ -326,6 +335,8 @@ def _filter(findings: list[Finding], obj: dict[str, Any], config: Config,
         kept, silenced = split_suppressed(kept, obj, pods)
         report.suppressed.extend(Silenced(f, "annotation", s.reason) for f, s in silenced)
     if remaining is not None:
+        from compatcheck.io import baseline as baseline_mod
+
         fresh = []
         for f in kept:
             k = baseline_mod.key(f, baseline_root)

@@ -12,7 +12,6 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from compatcheck.core.cluster import (
     node_record,
 )
 from compatcheck.core.crl import CRL_TYPE, CrlIndex, build_index, claims_crl
-from compatcheck.core.dra import INVENTORY_KINDS, build_inventory
+from compatcheck.core.drakinds import INVENTORY_KINDS
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.profiles import PROVIDER_LABELS, profile_to_nodes
@@ -44,14 +43,20 @@ TABLE_ALIASES = {"image-patterns": "image-profiles"}
 
 
 def builtin_rules_dir() -> Path:
-    packaged = resources.files("compatcheck").joinpath("_rules")
+    """``compatcheck/_rules`` in an installed wheel, else a source checkout's top-level ``rules/``. Found from this
+    file's path, as ``importlib.resources.files`` finds a package installed in a directory (importing
+    ``importlib.resources`` costs a lint's start-up more than reading the rules from the cache does)."""
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "_rules"
     if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "rules"  # a source checkout: the top-level rules/
+        return packaged
+    return package.parent / "rules"  # a source checkout: the top-level rules/
 
 
 @cache
 def packaged_schema(name: str) -> dict[str, Any]:
+    from importlib import resources
+
     text = resources.files("compatcheck.schemas").joinpath(name).read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
@@ -78,14 +83,20 @@ def _yaml_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False) -> dict[str, Any] | None:
+def _trusted_parse(text: str) -> list[Any]:
+    try:
+        return load_data(text)
+    except Exception:  # any parser failure: the careful read in _parse_one says what and where
+        return []
+
+
+def _parse_one(path: Path, problems: list[Diagnostic], *, trusted: bool = False,
+               cached: dict[Path, list[Any]] | None = None) -> dict[str, Any] | None:
     if trusted:
-        # Built-in files are validated by the test-suite: skip position tracking (cold start matters). One that
-        # does not parse as a mapping (an edited or damaged install) is read again the careful way, for file:line.
-        try:
-            docs = load_data(path.read_text("utf-8"))
-        except Exception:  # any parser failure: the careful read below says what and where
-            docs = []
+        # Built-in files are validated by the test-suite: skip position tracking (cold start matters), and take
+        # the parse from the cache of built-in files (``io.rulecache``) when ``cached`` has it. One that does
+        # not parse as a mapping (an edited or damaged install) is read again the careful way, for file:line.
+        docs = cached[path] if cached is not None and path in cached else _trusted_parse(path.read_text("utf-8"))
         if len(docs) == 1 and isinstance(docs[0], dict):
             data: dict[str, Any] = docs[0]
             data["__doc__"] = None
@@ -128,17 +139,20 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             problems.append(Diagnostic(d, "rules directory does not exist", kind="rules"))
             continue
         dirs.append((Path(d), False))
-    rule_schema = packaged_schema("rule.schema.json")
-    table_schema = packaged_schema("table.schema.json")
     for directory, builtin in dirs:
         validate = validate_builtin or not builtin
+        cached: dict[Path, list[Any]] | None = None
+        if not validate:  # the built-in files, read as trusted: their parse comes from the cache
+            from compatcheck.io.rulecache import parsed_files
+
+            cached = parsed_files([*_yaml_files(directory / "data"), *_yaml_files(directory)], _trusted_parse)
         for path in _yaml_files(directory / "data"):
-            data = _parse_one(path, problems, trusted=not validate)
+            data = _parse_one(path, problems, trusted=not validate, cached=cached)
             if data is None:
                 continue
             doc = data.pop("__doc__")
             if validate or not isinstance(data.get("table"), str) or not isinstance(data.get("rows"), list):
-                found = _table_problems(data, table_schema, str(path))
+                found = _table_problems(data, packaged_schema("table.schema.json"), str(path))
                 if found:
                     problems.extend(_with_lines(found, doc))
                     continue
@@ -149,17 +163,18 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                 rows = [{**row, "asOf": str(data["asOf"])} if isinstance(row, dict) else row for row in rows]
             target.setdefault(name, []).extend(rows)
         for path in _yaml_files(directory):
-            data = _parse_one(path, problems, trusted=not validate)
+            data = _parse_one(path, problems, trusted=not validate, cached=cached)
             if data is None:
                 continue
             doc = data.pop("__doc__")
             try:
                 rule, found = build_rule(data, str(path), builtin=builtin, validate=validate,
-                                         rule_schema=rule_schema)
+                                         rule_schema=packaged_schema("rule.schema.json") if validate else None)
             except Exception:  # an unvalidated built-in file that does not fit: validate it
                 data = _parse_one(path, problems) or {"__doc__": None}
                 doc = data.pop("__doc__")
-                rule, found = build_rule(data, str(path), builtin=builtin, validate=True, rule_schema=rule_schema)
+                rule, found = build_rule(data, str(path), builtin=builtin, validate=True,
+                                         rule_schema=packaged_schema("rule.schema.json"))
             if found:
                 problems.extend(_with_lines(found, doc))
                 continue
@@ -319,6 +334,8 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         return None, [Diagnostic(path, "the node file contains no nodes", kind="nodes")]
     cluster = build_cluster(nodes, kb)
     if any(o.get("kind") == "ResourceSlice" for o in dra):
+        from compatcheck.core.dra import build_inventory
+
         cluster.dra = build_inventory(dra)
     for obj, index, pointer in class_sources:
         name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None

@@ -1,16 +1,19 @@
 """What a command needs before it runs, for the CLI and the webhook's commands alike: the config file and the
 rules it configures, the exit codes, and ``CommandError``, the exception that stops a command with what to print
-(one-line messages, and located diagnostics as ``file:line: error: ...``)."""
+(one-line messages, and located diagnostics as ``file:line: error: ...``).
+
+The command line imports this module before it knows the command, so the config and rule loaders are imported
+when a command first asks for them: ``compatcheck --version`` never loads the engine."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from compatcheck.core.config import Config, ConfigError, apply_to_ruleset
-from compatcheck.core.model import Diagnostic
-from compatcheck.io.config import load_config, locate
-from compatcheck.io.loader import Loaded, RuleLoadError, load_rules
+if TYPE_CHECKING:
+    from compatcheck.core.config import Config
+    from compatcheck.core.model import Diagnostic
+    from compatcheck.io.loader import Loaded
 
 # 0: nothing at or above the failure threshold; 1: findings at or above it; 2: usage, config, rule or input errors.
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -28,20 +31,32 @@ class CommandError(Exception):
 
 def rules(dirs: list[str], validate_builtin: bool = False) -> Loaded:
     """The built-in rules and tables plus ``dirs``; CommandError listing every problem."""
+    from compatcheck.io.loader import RuleLoadError, load_rules
+
     try:
         return load_rules(dirs, validate_builtin=validate_builtin)
     except RuleLoadError as exc:
         raise CommandError(problems=exc.problems) from None
 
 
-@dataclass
 class Configured:
-    config: Config
-    loaded: Loaded  # with the config's severities, params and disabled rules applied
+    """The config and the rules it configures (a plain class: ``dataclasses`` costs ``--version`` an import)."""
+
+    __slots__ = ("config", "loaded")
+
+    def __init__(self, config: Config, loaded: Loaded) -> None:
+        self.config = config
+        self.loaded = loaded  # with the config's severities, params and disabled rules applied
+
+    def __repr__(self) -> str:
+        return f"Configured(config={self.config!r}, loaded={self.loaded!r})"
 
 
 def configure(config_path: str | None, rules_dirs: list[str]) -> Configured:
     """The config file (None: defaults) and the rules it configures; CommandError listing every problem."""
+    from compatcheck.core.config import ConfigError, apply_to_ruleset
+    from compatcheck.io.config import load_config, locate
+
     try:
         config = load_config(config_path)
     except ConfigError as exc:

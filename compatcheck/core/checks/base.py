@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import ClassVar, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar, overload
 
 from compatcheck.core.cluster import (
     Cluster,
@@ -41,26 +41,7 @@ from compatcheck.core.cluster import (
     untolerated_taints,
 )
 from compatcheck.core.crl import CrlIndex
-from compatcheck.core.dra import (
-    EMPTY_INDEX,
-    Allocation,
-    Alternative,
-    ClaimRequests,
-    Device,
-    Diagnosis,
-    DraIndex,
-    KnownValues,
-    PodClaims,
-    PodRequest,
-    ResolvedAlternative,
-    container_claim_requests,
-    device_resources,
-    has_claims,
-    mig_profile,
-    pinned_points,
-    pinned_profiles,
-    pod_claims,
-)
+from compatcheck.core.drakinds import has_claims
 from compatcheck.core.imageconfig import RegistryFacts, image_facts_with_config
 from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
@@ -72,6 +53,17 @@ from compatcheck.core.policy import DEFAULT_POLICY, POLICY_LABELS, DriverPolicy
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
 from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
+
+if TYPE_CHECKING:  # core.dra (claims, CEL selectors, the allocator) is imported where a pod names claims
+    from compatcheck.core.dra import (
+        Allocation,
+        Device,
+        Diagnosis,
+        DraIndex,
+        KnownValues,
+        PodClaims,
+        PodRequest,
+    )
 
 # A DRA device class as the rules read it: (GFD labels, device-plugin resources it counts as).
 DraClassKey = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]
@@ -119,7 +111,8 @@ class EvalContext:
     placement_memo: dict[bytes, tuple[list[NodeClass], list[NodeClass]]] = field(default_factory=dict,
                                                                                  repr=False)
     # DeviceClasses, ResourceClaims and ResourceClaimTemplates (files linted together, or the live view).
-    dra: DraIndex = field(default_factory=lambda: EMPTY_INDEX)
+    # None: no DRA object was read (``core.dra`` is then never imported: see ``core.drakinds``).
+    dra: DraIndex | None = None
     # KServe ServingRuntimes and ClusterServingRuntimes (files linted together): what a model format runs on.
     serving_runtimes: RuntimeIndex = field(default_factory=lambda: EMPTY_RUNTIMES)
     # What DRA selectors pin without an inventory, by selectors; the facts of DRA device label sets.
@@ -332,7 +325,7 @@ class PodAnalysis:
         for c in self.pod.containers:
             req = container_gpu_requests(c)
             if any((quantity_int(v) or 0) > 0 or quantity_int(v) is None for v in req.values()) or (
-                    claims is not None and any(r.nvidia_gpu for r in container_claim_requests(c.data, claims))):
+                    claims is not None and _claims_gpu(c.data, claims)):
                 out.append((c, req))
         return out
 
@@ -441,9 +434,12 @@ class PodAnalysis:
     @once
     def dra(self) -> PodClaims:
         """The pod's resource claims, resolved against the claims, templates and DeviceClasses known."""
+        from compatcheck.core.dra import EMPTY_INDEX, pod_claims
+
         cluster = self.ctx.cluster
         extra = cluster.dra.classes if cluster is not None and cluster.dra is not None else None
-        return pod_claims(self.pod.spec, self.pod.pointer, self.pod.ref.namespace, self.ctx.dra, extra)
+        index = self.ctx.dra if self.ctx.dra is not None else EMPTY_INDEX
+        return pod_claims(self.pod.spec, self.pod.pointer, self.pod.ref.namespace, index, extra)
 
     @once
     def dra_gpu_requests(self) -> list[PodRequest]:
@@ -451,6 +447,8 @@ class PodAnalysis:
         resources it asks for that a DeviceClass maps to DRA devices (``extendedResourceName``)."""
         out: list[PodRequest] = []
         if has_claims(self.pod.spec):
+            from compatcheck.core.dra import container_claim_requests
+
             used = {id(r): r for c in self.pod.containers for r in container_claim_requests(c.data, self.dra)}
             out.extend(r for r in used.values() if r.nvidia_gpu)
         out.extend(self.dra_mapped.values())
@@ -463,7 +461,9 @@ class PodAnalysis:
         cluster = self.ctx.cluster
         if cluster is None or cluster.dra is None or not self.pod_requests:
             return {}
-        mapping = self.ctx.dra.extended_resources(cluster.dra.classes)
+        from compatcheck.core.dra import EMPTY_INDEX, Alternative, PodRequest, ResolvedAlternative
+
+        mapping = (self.ctx.dra if self.ctx.dra is not None else EMPTY_INDEX).extended_resources(cluster.dra.classes)
         out = {}
         for name, amount in self.pod_requests.items():
             cls = mapping.get(name)
@@ -487,6 +487,8 @@ class PodAnalysis:
         cluster = self.ctx.cluster
         if cluster is None or cluster.dra is None or not self.dra_gpu_requests:
             return None
+        from compatcheck.core.dra import ClaimRequests
+
         wanted = {id(r) for r in self.dra_gpu_requests}
         claims = []
         for name, requests in self.dra.by_claim.items():
@@ -557,6 +559,8 @@ class PodAnalysis:
             return []
         if not self.dra_inventory_known:
             return [cls for cls, _pinned in self.dra_pins]
+        from compatcheck.core.dra import device_resources
+
         cluster = self.ctx.cluster
         assert cluster is not None
         admitted = self._admitted_nodes if cluster.node_count else {}
@@ -605,6 +609,8 @@ class PodAnalysis:
         return out
 
     def _pin(self, selectors: tuple[str, ...]) -> tuple[list[NodeClass], bool]:
+        from compatcheck.core.dra import pinned_points
+
         points, driver = pinned_points(selectors, known_values(self.ctx.kb))
         if not points:
             return [], False
@@ -629,6 +635,8 @@ class PodAnalysis:
         cluster = self.ctx.cluster
         if cluster is None or cluster.dra is None:
             return ()
+        from compatcheck.core.dra import mig_profile
+
         ok = self._device_node_ok()
         return tuple(sorted({p for d in cluster.dra.devices if ok is None or ok(d)
                              if (p := mig_profile(d.input)) is not None}))
@@ -645,6 +653,8 @@ class PodAnalysis:
         for r, outcome in self.dra_outcomes:
             if outcome.devices or outcome.unknown:
                 continue
+            from compatcheck.core.dra import pinned_profiles
+
             per_alt = [pinned_profiles(ra.selectors) - set(offered) for ra in r.alternatives]
             missing = tuple(sorted(set().union(*per_alt)))
             if missing:
@@ -750,10 +760,19 @@ class PodAnalysis:
         return self.pinned_classes + self.dra_classes
 
 
+def _claims_gpu(container: JsonObject, claims: PodClaims) -> bool:
+    """Whether a container uses an NVIDIA GPU request of the pod's claims."""
+    from compatcheck.core.dra import container_claim_requests
+
+    return any(r.nvidia_gpu for r in container_claim_requests(container, claims))
+
+
 def known_values(kb: KnowledgeBase) -> KnownValues:
     """What DRA devices can be, per the knowledge base, for pinning selectors without an inventory: products
     by the names NVML gives them (the gpu-products rows, each alternative of "A40/A10/A16/A2" apart, kept where
     the table recognises the name back), compute capabilities, driver branches and the CUDA each supports."""
+    from compatcheck.core.dra import KnownValues
+
     cached = kb.__dict__.get("_dra_known")
     if isinstance(cached, KnownValues):
         return cached

@@ -7,8 +7,8 @@ pod (``eligible-node``, and every rule through the devices in its scope)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from compatcheck.core.cel import CelError, CelUnsupported, compile_selector
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
     NO_PARAMS_SCHEMA,
@@ -19,23 +19,30 @@ from compatcheck.core.checks.base import (
     Violation,
     no_params,
 )
-from compatcheck.core.dra import (
-    GROUP,
-    REVIEWED_KINDS,
-    ClaimRequests,
-    PodRequest,
-    ResolvedAlternative,
-    claim_spec_of,
-    iter_requests,
-    read_constraints,
-)
+from compatcheck.core.drakinds import GROUP, REVIEWED_KINDS
 from compatcheck.core.workloads import api_group
+
+if TYPE_CHECKING:
+    from compatcheck.core.dra import PodRequest
 
 
 def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     obj = target.obj
     if obj.get("kind") not in REVIEWED_KINDS or api_group(str(obj.get("apiVersion") or "")) != GROUP:
         return
+    # Only now, for a claim or template: the CEL compiler and the allocator (see core.drakinds).
+    from compatcheck.core.cel import CelError, CelUnsupported, compile_selector
+    from compatcheck.core.dra import (
+        EMPTY_INDEX,
+        ClaimRequests,
+        PodRequest,
+        ResolvedAlternative,
+        claim_spec_of,
+        iter_requests,
+        read_constraints,
+    )
+
+    index = ctx.dra if ctx.dra is not None else EMPTY_INDEX
     inventory = ctx.cluster.dra if ctx.cluster is not None else None
     kind = obj.get("kind")
     checked: list[PodRequest] = []
@@ -55,12 +62,12 @@ def _claim(target: ObjectTarget, ctx: EvalContext, params: NoParams) -> Iterator
             continue
         resolved = []
         for alt in request.alternatives:
-            cls = ctx.dra.device_class(alt.class_name, inventory.classes)
+            cls = index.device_class(alt.class_name, inventory.classes)
             if cls is None or cls.source not in ("input", "cluster"):
-                cls = None if ctx.dra.authoritative else cls
+                cls = None if index.authoritative else cls
             resolved.append(ResolvedAlternative(alt, cls))
         if any(r.device_class is None for r in resolved):
-            if ctx.dra.authoritative:
+            if index.authoritative:
                 missing = [r.alt.class_name for r in resolved if r.device_class is None]
                 yield Violation(f"request {request.name!r}: DeviceClass {', '.join(map(repr, missing))} does not "
                                 "exist; no device can be allocated for it", request.pointer)

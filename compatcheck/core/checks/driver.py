@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
@@ -34,7 +34,6 @@ from compatcheck.core.cluster import (
     build_cluster,
     required_terms,
 )
-from compatcheck.core.dra import PodRequest, container_claim_requests
 from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.knowledge import DriverVerdict, KnowledgeBase, Verdict
 from compatcheck.core.model import Applicability, Fix
@@ -49,6 +48,9 @@ from compatcheck.core.policy import (
 )
 from compatcheck.core.versions import Version
 from compatcheck.core.workloads import ContainerTarget
+
+if TYPE_CHECKING:
+    from compatcheck.core.dra import PodRequest
 
 _FORWARD_COMPAT = ("; forward compatibility (cuda-compat libraries in the image) can bridge this on "
                    "datacenter GPUs only")
@@ -474,6 +476,8 @@ def _affinity_pin(a: PodAnalysis, ctx: EvalContext, params: AffinityPinParams) -
     # What the selectors of its DRA claims pin (without an inventory: with one, the drivers rules read the devices).
     pins = _dra_driver_pins(a)
     for c, rt, runtime in _gpu_runtimes(a) if pins else ():
+        from compatcheck.core.dra import container_claim_requests  # pins: the pod names claims
+
         used = {id(r) for r in container_claim_requests(c.data, a.dra)}
         for r, classes in pins:
             if id(r) not in used:

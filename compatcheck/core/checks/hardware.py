@@ -24,7 +24,6 @@ from compatcheck.core.checks.base import (
     no_params,
 )
 from compatcheck.core.cluster import NodeFacts
-from compatcheck.core.dra import container_claim_requests, pinned_profiles, resource_profile
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.knowledge import Architecture, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
@@ -546,6 +545,8 @@ def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
         for r, missing, offered, _all in a.dra_unoffered_profiles:
             if r.claim in a.dra_mapped:
                 continue  # an extended resource a DeviceClass maps: said of the resource itself above
+            from compatcheck.core.dra import container_claim_requests  # a pod with claims: see core.drakinds
+
             users = [c.name for c in a.pod.containers if any(u is r for u in container_claim_requests(c.data, a.dra))]
             have = f"they offer {', '.join(offered)}" if offered else "none is a MIG device"
             for profile in missing:
@@ -559,6 +560,8 @@ def _dra_mig(a: PodAnalysis, ctx: EvalContext) -> Iterator[Violation]:
         if cls.facts.product:
             pinned.setdefault(id(r), []).append(cls.facts.product)
     for r in a.dra_gpu_requests:
+        from compatcheck.core.dra import container_claim_requests, pinned_profiles, resource_profile
+
         users = [c.name for c in a.pod.containers if any(u is r for u in container_claim_requests(c.data, a.dra))]
         for ra in r.alternatives:
             profiles = pinned_profiles(ra.selectors)

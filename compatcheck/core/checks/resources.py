@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
@@ -23,12 +24,15 @@ from compatcheck.core.checks.base import (
     quantity_int,
 )
 from compatcheck.core.cluster import NodeClass, is_extended_resource, offers_resources, untolerated_taints
-from compatcheck.core.dra import container_claim_requests, has_claims, is_mig_request
-from compatcheck.core.jsonutil import Json, mapping
+from compatcheck.core.drakinds import has_claims
+from compatcheck.core.jsonutil import Json, JsonObject, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
+
+if TYPE_CHECKING:
+    from compatcheck.core.dra import PodRequest
 
 
 def _fmt(q: Json) -> str:
@@ -121,13 +125,19 @@ register(PodCheck(
 
 
 
+def _dra_mig(container: JsonObject, a: PodAnalysis) -> list[PodRequest]:
+    """The container's requests of the pod's claims that get MIG devices (for a pod that names claims)."""
+    from compatcheck.core.dra import container_claim_requests, is_mig_request
+
+    return [r for r in container_claim_requests(container, a.dra) if is_mig_request(r)]
+
+
 def _sharing_modes(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Violation]:
     for c, req in a.gpu_containers:
         modes = []
         # A DRA claim that gets MIG devices is MIG as a nvidia.com/mig-* request is (MPS on it is the driver's own
         # sharing config, MigDeviceConfig, so CUDA_MPS_* env beside it is no conflict).
-        dra_mig = [r for r in container_claim_requests(c.data, a.dra) if is_mig_request(r)] if has_claims(
-            a.pod.spec) else []
+        dra_mig = _dra_mig(c.data, a) if has_claims(a.pod.spec) else []
         if any(n.startswith("nvidia.com/mig-") for n in req):
             modes.append("MIG (nvidia.com/mig-*)")
         elif dra_mig:

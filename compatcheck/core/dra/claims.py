@@ -22,6 +22,7 @@ from compatcheck.core.dra.model import (
     _qualified,
 )
 from compatcheck.core.dra.read import _v1alpha2, claim_spec_of, read_claim_spec, read_constraints, read_device_class
+from compatcheck.core.drakinds import has_claims  # noqa: F401  (re-exported)
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence, text
 
 Key = tuple[str | None, str]  # (namespace, name)
@@ -140,11 +141,6 @@ class PodClaims:
     # they name)
     constraints: dict[str, tuple[ClaimConstraint, ...]] = field(default_factory=dict)
     pointers: dict[str, str] = field(default_factory=dict)  # pod claim name -> its resourceClaims entry
-
-
-def has_claims(spec: JsonObject) -> bool:
-    """Whether a pod spec names DRA claims: ``resourceClaims``, or a NIMService's ``draResources``."""
-    return "resourceClaims" in spec or "draResources" in spec
 
 
 def _nim_selectors(device: JsonObject) -> tuple[str, ...]:

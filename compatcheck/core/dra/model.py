@@ -21,14 +21,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from compatcheck.core.cel import DeviceInput
+from compatcheck.core.drakinds import (  # noqa: F401  (re-exported: the kinds live where a lint without DRA reads them)
+    GROUP,
+    INVENTORY_KINDS,
+    KINDS,
+    REVIEWED_KINDS,
+)
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence, text
 
-GROUP = "resource.k8s.io"
 NVIDIA_DRIVER = "gpu.nvidia.com"
-# The DRA kinds compatcheck reads of its own (the webhook also reviews claims and templates).
-KINDS = ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice")
-REVIEWED_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
-INVENTORY_KINDS = ("ResourceSlice", "DeviceClass", "DeviceTaintRule")  # what --nodes reads into the inventory
 # Every DeviceClass is also an extended resource of this name (KEP-5004, DRAExtendedResource).
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 CHART_SOURCE = ("https://github.com/NVIDIA/k8s-dra-driver-gpu/tree/main/deployments/helm/dra-driver-nvidia-gpu/"
