@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 from typing import TYPE_CHECKING
 
 from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError

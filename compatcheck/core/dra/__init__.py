@@ -38,7 +38,6 @@ from compatcheck.core.dra.claims import (
     ResolvedAlternative,
     build_index,
     container_claim_requests,
-    has_claims,
     pod_claims,
 )
 from compatcheck.core.dra.explain import ONE_EACH, constraint_reason
@@ -47,12 +46,8 @@ from compatcheck.core.dra.model import (
     BUILTIN_CLASSES,
     CHART_SOURCE,
     DEVICE_SOURCE,
-    GROUP,
     IMPLICIT_EXTENDED_PREFIX,
-    INVENTORY_KINDS,
-    KINDS,
     NVIDIA_DRIVER,
-    REVIEWED_KINDS,
     Alternative,
     CapacityPolicy,
     ClaimConstraint,
@@ -64,11 +59,7 @@ from compatcheck.core.dra.model import (
 )
 from compatcheck.core.dra.nvidia import device_labels, device_resources, mig_profile, resource_profile
 from compatcheck.core.dra.read import (
-    UNSERVED_NOTES,
-    V1ALPHA2_KINDS,
-    api_version_note,
     claim_spec_of,
-    is_dra,
     iter_requests,
     read_claim_spec,
     read_constraints,
@@ -88,6 +79,17 @@ from compatcheck.core.dra.selectors import (
     nvidia_attributes,
     pinned_points,
     pinned_profiles,
+)
+from compatcheck.core.drakinds import (
+    GROUP,
+    INVENTORY_KINDS,
+    KINDS,
+    REVIEWED_KINDS,
+    UNSERVED_NOTES,
+    V1ALPHA2_KINDS,
+    api_version_note,
+    has_claims,
+    is_dra,
 )
 
 __all__ = [

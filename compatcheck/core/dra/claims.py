@@ -22,7 +22,6 @@ from compatcheck.core.dra.model import (
     _qualified,
 )
 from compatcheck.core.dra.read import _v1alpha2, claim_spec_of, read_claim_spec, read_constraints, read_device_class
-from compatcheck.core.drakinds import has_claims  # noqa: F401  (re-exported)
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence, text
 
 Key = tuple[str | None, str]  # (namespace, name)

@@ -21,12 +21,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from compatcheck.core.cel import DeviceInput
-from compatcheck.core.drakinds import (  # noqa: F401  (re-exported: the kinds live where a lint without DRA reads them)
-    GROUP,
-    INVENTORY_KINDS,
-    KINDS,
-    REVIEWED_KINDS,
-)
 from compatcheck.core.jsonutil import JsonObject, mapping, sequence, text
 
 NVIDIA_DRIVER = "gpu.nvidia.com"

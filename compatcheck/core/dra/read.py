@@ -20,8 +20,6 @@ from typing import Any
 
 from compatcheck.core.cel import CelError, DeviceInput, Semver
 from compatcheck.core.dra.model import (
-    GROUP,
-    KINDS,
     NVIDIA_DRIVER,
     Alternative,
     CapacityPolicy,
@@ -34,13 +32,8 @@ from compatcheck.core.dra.model import (
     _qualified,
 )
 from compatcheck.core.dra.nvidia import device_labels
-from compatcheck.core.drakinds import (  # noqa: F401  (re-exported: what a lint without DRA objects reads)
-    UNSERVED_NOTES,
-    V1ALPHA2_KINDS,
-    api_version_note,
-    is_dra,
-)
-from compatcheck.core.jsonutil import Json, JsonObject, in_group, mapping, sequence, text
+from compatcheck.core.drakinds import GROUP
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence, text
 from compatcheck.core.quantities import QuantityError, parse_quantity
 
 
