@@ -375,7 +375,9 @@ def table_routes() -> dict[tuple[str, str], str]:
     """What the chart must route, from the table (the source of truth): (group, resource) -> scope of every kind
     that carries a pod spec. Resources are the kinds' lower-case plurals (fixtures/_workloads is named by them)."""
     from compatcheck.core.dra import GROUP, REVIEWED_KINDS
-    from compatcheck.core.workloads import WORKLOAD_KINDS
+    from compatcheck.io.loader import builtin_kinds
+
+    WORKLOAD_KINDS = builtin_kinds().kinds
 
     routes = {(g, wk.kind.lower() + "s"): "Cluster" if (g, wk.kind) in CLUSTER_SCOPED_KINDS else "Namespaced"
               for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups if g not in NOT_SERVED_GROUPS}
@@ -477,14 +479,14 @@ def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> 
 
 
 
-def _with_kai_annotation(group: str, kind: str, location: Any) -> dict[str, Any]:
+def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v1") -> dict[str, Any]:
     """An object of ``kind`` whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads it for
     ``location`` of the workload table: a template location's own metadata, else the object's (the pod spec
     there has a container with no resources). ``*`` becomes one list item (an object key for a mapping reads the
     same)."""
     from compatcheck.core.pointers import split_pointer
 
-    api_version = f"{group}/v1" if group else "v1"
+    api_version = f"{group}/{version}" if group else version
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "kai"}}
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}]}
     annotations = {"gpu-fraction": "0.5"}
@@ -518,7 +520,10 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
     CRD's own metadata), is matched by one webhook of each configuration and sent by its CEL; compatcheck sees it
     as a GPU pod."""
     celpy = pytest.importorskip("celpy")
-    from compatcheck.core.workloads import WORKLOAD_KINDS, pod_targets
+    from compatcheck.core.workloads import pod_targets
+    from compatcheck.io.loader import builtin_kinds
+
+    WORKLOAD_KINDS = builtin_kinds().kinds
 
     objs = template(helm)
     env = celpy.Environment()
@@ -529,7 +534,7 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
             if (group, wk.kind.lower() + "s") not in routed:
                 continue
             for location in wk.locations:
-                obj = _with_kai_annotation(group, wk.kind, location)
+                obj = _with_kai_annotation(group, wk.kind, location, wk.versions[0] if wk.versions else "v1")
                 assert [c.implied_gpu for t in pod_targets(obj) for c in t.containers if c.implied_gpu] == [
                     {"nvidia.com/gpu": 1}], (wk.kind, location.pattern)
                 for cfg_kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
@@ -543,7 +548,7 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
                             "annotations"]
                         assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is False, (
                             wk.kind, location.pattern, hook["name"])
-                        obj = _with_kai_annotation(group, wk.kind, location)
+                        obj = _with_kai_annotation(group, wk.kind, location, wk.versions[0] if wk.versions else "v1")
                 checked.add((group, wk.kind, location.pattern))
     assert {("batch", "CronJob", "/spec/jobTemplate/spec/template"), ("", "PodTemplate", "/template"),
             ("apps", "Deployment", "/spec/template"), ("", "Pod", "")} <= checked

@@ -25,12 +25,13 @@ from compatcheck.core.admission import AdmissionSettings, review
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import is_gpu_resource
 from compatcheck.core.crl import CrlIndex
-from compatcheck.core.workloads import WORKLOAD_KINDS, api_group
-from compatcheck.io.loader import Loaded
+from compatcheck.core.workloads import api_group
+from compatcheck.io.loader import Loaded, builtin_kinds
 from tests.conftest import FIXTURES, ROOT, admission_review
 
 WORKLOADS = FIXTURES / "_workloads"
 RULE = "cuda-affinity-mismatch"
+WORKLOAD_KINDS = builtin_kinds().kinds  # the built-in table (rules/data/workload-kinds.yaml)
 
 
 def r470(cuda: str, origin: str, branch: int) -> str:

@@ -24,7 +24,7 @@ from compatcheck.core.patches import apply_fixes
 from compatcheck.core.pointers import value_at
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import object_ref, pod_targets
+from compatcheck.core.workloads import KindTable, object_ref, pod_targets
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPT_OUT_LABEL = "compatcheck.io/ignore"
@@ -309,13 +309,14 @@ def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
 
-def _offending(obj: JsonObject, findings: list[Finding]) -> list[tuple[str, str, str, str, bytes | None]]:
+def _offending(obj: JsonObject, findings: list[Finding],
+               kinds: KindTable | None) -> list[tuple[str, str, str, str, bytes | None]]:
     """What each finding is about, for the UPDATE ratchet: its rule, container, pointer and message, and the
     value at its pointer. Where the pointer is a whole pod spec or container (placement, MPS, vGPU findings),
     any edit of that spec would change the value, so the message, which names what is wrong, stands for it."""
     if not findings:
         return []
-    targets = pod_targets(obj)
+    targets = pod_targets(obj, kinds)
     structural = {t.pointer for t in targets} | {c.pointer for t in targets for c in t.containers}
     return [(f.rule_id, f.container or "", f.pointer, f.message,
              None if f.pointer in structural else dumps(value_at(obj, f.pointer))) for f in findings]
@@ -335,8 +336,10 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
         # Ratchet: a problem the stored object already had, with the same offending value, never blocks an
         # update (people must be able to fix other things). Changing the offending value, even from one
         # incompatible value to another, is a new problem and denies.
-        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings))
-        blocking = [f for f, key in zip(blocking, _offending(req.obj, blocking), strict=True) if key not in before]
+        kinds = ctx.kb.kinds
+        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings, kinds))
+        now = _offending(req.obj, blocking, kinds)
+        blocking = [f for f, key in zip(blocking, now, strict=True) if key not in before]
     if owned and settings.owned_pods == "warn":
         blocking = []
     visible = sorted((f for f in findings if f.severity.rank >= Severity.WARNING.rank),

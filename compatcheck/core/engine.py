@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
+from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis, quantity_int
+from compatcheck.core.discovery import discover, is_custom_resource
 from compatcheck.core.jsonutil import JsonObject
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
-from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
+from compatcheck.core.workloads import PodTarget, api_group, object_ref, pod_targets, targets_at, workload_kind
 
 
 @dataclass
@@ -28,6 +29,18 @@ class EvalResult:
     problems: list[Diagnostic] = field(default_factory=list)
     # The object's pod targets, for callers that need them next (suppressions); None when not computed.
     pods: list[PodTarget] | None = None
+    # Coverage: whether the object asks for a GPU, and what of it could not be checked (pointer, reason).
+    gpu: bool = False
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def checked(self) -> bool:
+        """A GPU object is checked when nothing of it was left unchecked, or when findings (other than the
+        runtime being unknown) already give a verdict on it."""
+        return not self.unchecked or any(f.rule_id != RUNTIME_UNKNOWN for f in self.findings)
+
+
+RUNTIME_UNKNOWN = "cuda-runtime-unknown"
 
 
 def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContext, *,
@@ -35,7 +48,11 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     """Findings for ``obj``. ``severities`` overrides rule severities (config); absent rules run as declared.
     ``duplicates``: the keys the YAML reader saw twice in ``obj`` (it kept the last, as kubectl does)."""
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
-    pods = pod_targets(obj)
+    pods = pod_targets(obj, ctx.kb.kinds)
+    discovered = False
+    if not pods and is_custom_resource(obj) and workload_kind(obj, ctx.kb.kinds) is None:
+        pods = targets_at(obj, discover(obj))  # a kind nobody listed: its pod specs found by their shape
+        discovered = bool(pods)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
@@ -52,12 +69,47 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         # Most rules only concern GPU pods; the split is made once per rule set, not tested per rule.
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
-            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat)
+            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems,
+                     fixable=not (pod.flat or discovered))
         for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
                 result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
+        if analysis.is_gpu_pod or pod.unknown_gpu:
+            result.gpu = True
+            result.unchecked.extend(_unchecked(analysis, ref, discovered))
+            if discovered:
+                where = pod.template_pointer or pod.pointer
+                message = (f"{ref.kind} ({api_group(ref.api_version or '')}) is not in the workload-kinds table: the "
+                           f"pod {'template' if pod.template_pointer else 'spec'} at {where} was found by its shape "
+                           "and checked as a pod (a row in a rules directory's data/ reads it as its operator does; "
+                           "docs/workloads.md)")
+                result.problems.append(Diagnostic("", message, pointer=where, severity=Severity.INFO, kind="note"))
     return result
+
+
+def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[tuple[str, str]]:
+    """What of a GPU pod could not be checked, and why (the coverage's not-checked reasons)."""
+    pod = analysis.pod
+    out: list[tuple[str, str]] = [(p, f"GPU request not read: {why}") for p, why in pod.unknown_gpu]
+    if discovered:
+        out.append((pod.template_pointer or pod.pointer, f"kind found only by structure: {ref.kind} at "
+                                                         f"{pod.template_pointer or pod.pointer}"))
+    for c, requests in analysis.gpu_containers:
+        for resource, value in requests.items():
+            if quantity_int(value) is None:
+                out.append((f"{c.pointer}/resources", f"placeholder in a quantity: {resource}: {value!r} in "
+                                                      f"container {c.name}"))
+        runtime = analysis.runtime(c)
+        if runtime.version is None:
+            if runtime.absent and "not an image reference" in runtime.problem:
+                out.append((runtime.pointer, f"template not rendered: {runtime.problem} (container {c.name})"))
+            elif not runtime.absent:
+                out.append((runtime.pointer, f"image CUDA unknown: {runtime.problem or runtime.origin} "
+                                             f"(container {c.name})"))
+    for pointer, message in analysis.dra_notes:
+        out.append((pointer, f"DRA: {message}"))
+    return out
 
 
 def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, result: EvalResult) -> list[Outcome]:

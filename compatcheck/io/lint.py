@@ -22,7 +22,7 @@ from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import known_kind_names, object_ref
+from compatcheck.core.workloads import KindTable, default_kinds, object_ref
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io import imagefacts
 from compatcheck.io.imagecache import ImageCache
@@ -62,23 +62,42 @@ class LintOptions:
     lookup_stats: imagefacts.LookupStats | None = None
 
 
-# Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
-# templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
-_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
+# Kinds the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and templates (what the pods' claims
+# resolve to; ServingRuntimes hold pod specs already).
+_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
 
 
-def may_matter(kind: str, text: str) -> bool:
+def may_matter(kind: str, text: str, kinds: KindTable | None = None) -> bool:
     """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
-    (``compatcheck.core.workloads``) or that they read (DRA claims, templates and classes), a List, or a ConfigMap
-    that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is skipped before
-    the position-tracking parse, and so is a List whose items a cheap scan finds to be all of such kinds (a List
-    of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
-    if kind in _POD_KINDS:
+    (the workload-kinds table, ``kinds`` or the built-in one), one that they read (DRA claims, templates and
+    classes), a document of another kind that has containers (structural discovery reads it), a List, or a
+    ConfigMap that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is
+    skipped before the position-tracking parse, and so is a List whose items a cheap scan finds to be all of such
+    kinds (a List of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
+    if kind in (kinds or default_kinds()).names or kind in _READ_KINDS:
         return True
     if kind.endswith("List"):
         items = list_items(text)
-        return items is None or any(k.endswith("List") or may_matter(k, t) for k, t in items)
+        return items is None or any(k.endswith("List") or may_matter(k, t, kinds) for k, t in items)
+    if kind not in _NEVER_WORKLOADS and "containers" in text and "image" in text:
+        return True
     return may_hold_crl(kind, text)
+
+
+# Built-in kinds that never hold a pod spec, however much their text says "containers" (structural discovery
+# looks into custom resources only).
+_NEVER_WORKLOADS = frozenset({"CustomResourceDefinition", "ConfigMap", "Secret", "Service", "Node", "Namespace",
+                              "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount",
+                              "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "Ingress",
+                              "NetworkPolicy", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Endpoints",
+                              "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "LimitRange",
+                              "ResourceQuota", "PriorityClass", "RuntimeClass"})
+
+
+def _wanted(kinds: KindTable | None) -> Callable[[str, str], bool]:
+    if kinds is None:
+        return may_matter
+    return lambda kind, text: may_matter(kind, text, kinds)
 
 
 @dataclass
@@ -104,12 +123,12 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     if texts is not None:
         files = list(texts)
         for name, text in texts.items():
-            parsed.append(parse_text(name, text, wanted=may_matter))
+            parsed.append(parse_text(name, text, wanted=_wanted(loaded.kb.kinds)))
     else:
         files, errors = expand_paths(paths, options.exclude)
         report.add(errors)
         for f in files:
-            pf = read_file(f, options.max_bytes, wanted=may_matter)
+            pf = read_file(f, options.max_bytes, wanted=_wanted(loaded.kb.kinds))
             if not keep_text:
                 pf.text = None
             parsed.append(pf)
@@ -140,7 +159,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
                       admission_plugins=options.config.admission_plugins)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
-        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
+        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report, loaded.kb.kinds))
     return parsed, ctx
 
 
@@ -210,14 +229,14 @@ def _dra_api_versions(parsed: list[ParsedFile], options: LintOptions) -> list[Di
 
 
 def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: LintOptions,
-                   report: LintReport) -> dict[str, RegistryFacts]:
+                   report: LintReport, kinds: KindTable | None = None) -> dict[str, RegistryFacts]:
     """What the configs of the GPU containers' images say: from --image-facts files, the cache and, with lookups
     on, their registries. Problems are notes (or errors, for an invalid --image-facts file)."""
     wanted: dict[str, imagefacts.Where] = {}
     for pf in parsed:
         for doc in pf.documents:
             for prefix, obj in iter_objects(doc):
-                for image, pointer in lookup_images(obj).items():
+                for image, pointer in lookup_images(obj, kinds).items():
                     if image not in wanted:
                         path, line, _col = _where(doc, prefix + pointer, options)
                         wanted[image] = imagefacts.Where(path, line)

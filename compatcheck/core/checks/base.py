@@ -70,7 +70,7 @@ from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
-from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
+from compatcheck.core.workloads import ContainerTarget, KindTable, PodTarget, pod_targets
 
 # A DRA device class as the rules read it: (GFD labels, device-plugin resources it counts as).
 DraClassKey = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]
@@ -181,12 +181,12 @@ class CudaRuntime:
     at_least: bool = False
 
 
-def lookup_images(obj: JsonObject) -> dict[str, str]:
+def lookup_images(obj: JsonObject, kinds: KindTable | None = None) -> dict[str, str]:
     """The images whose config could decide a CUDA runtime in ``obj``: those of GPU containers whose runtime no
     annotation or container env states (those win over the image), in order, each once. Callers fetch their
     configs before evaluation (a lint run, the webhook). Each image maps to the pointer of its first mention."""
     out: dict[str, str] = {}
-    for pod in pod_targets(obj):
+    for pod in pod_targets(obj, kinds):
         if RUNTIME_ANNOTATION in pod.annotations:
             continue
         for c in pod.containers:
