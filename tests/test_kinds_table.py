@@ -121,10 +121,26 @@ def test_dynamo_versions_read_their_own_layout_and_an_unknown_version_reads_both
         "/spec/services/decode/extraPodSpec", "/spec/components/0/podTemplate/spec"]
 
 
+def test_kfserving_v1alpha2_reads_default_and_canary_components() -> None:
+    """serving.kubeflow.org/v1alpha2: spec.default and spec.canary, each component a framework field or
+    custom.container, one container each."""
+    isvc = {"apiVersion": "serving.kubeflow.org/v1alpha2", "kind": "InferenceService", "metadata": {"name": "i"},
+            "spec": {"default": {"predictor": {"tensorflow": {"storageUri": "s3://m", "resources": {
+                "limits": {"nvidia.com/gpu": 1}}}}},
+                     "canary": {"predictor": {"custom": {"container": container("c", 1)}},
+                                "transformer": {"custom": {"container": container("t")}}}}}
+    assert [(t.pointer, [(c.name, c.pointer) for c in t.containers]) for t in pod_targets(isvc)] == [
+        ("/spec/default/predictor", [("tensorflow", "/spec/default/predictor/tensorflow")]),
+        ("/spec/canary/predictor", []),
+        ("/spec/canary/predictor/custom", [("c", "/spec/canary/predictor/custom/container")]),
+        ("/spec/canary/transformer/custom", [("t", "/spec/canary/transformer/custom/container")])]
+
+
 @pytest.mark.parametrize(("api_version", "kind", "group"), [
     ("apps/v1beta2", "Deployment", "apps"), ("apps/v1beta1", "StatefulSet", "apps"),
     ("batch/v1beta1", "CronJob", "batch"), ("kubeflow.org/v1beta2", "PyTorchJob", "kubeflow.org"),
-    ("kubeflow.org/v1alpha2", "MPIJob", "kubeflow.org"), ("ray.io/v1alpha1", "RayJob", "ray.io")])
+    ("kubeflow.org/v1alpha2", "MPIJob", "kubeflow.org"), ("ray.io/v1alpha1", "RayJob", "ray.io"),
+    ("serving.kubeflow.org/v1beta1", "InferenceService", "serving.kubeflow.org")])
 def test_older_versions_are_rows_of_the_table(api_version: str, kind: str, group: str) -> None:
     wk = workload_kind({"apiVersion": api_version, "kind": kind})
     assert wk is not None and group in wk.groups and api_version.split("/")[1] in wk.versions

@@ -131,6 +131,9 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "inferenceservices.serving.kserve.io.yaml": [("/spec/predictor/nodeSelector", "pytorch",
                                                   r470("12.1", "annotation compatcheck.io/cuda-runtime", 530))],
     "inferencegraphs.serving.kserve.io.yaml": [],  # a router with no pod spec of its own
+    # KFServing (serving.kubeflow.org, before KServe)
+    "inferenceservices.serving.kubeflow.org.yaml": [("/spec/predictor/nodeSelector", "pytorch",
+                                                     r470("12.1", "annotation compatcheck.io/cuda-runtime", 530))],
     "llminferenceservices.serving.kserve.io.yaml": [
         ("/spec/template/nodeSelector", "main", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570)),
         ("/spec/worker/nodeSelector", "main", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570)),
