@@ -67,6 +67,20 @@ def test_discovered_findings_offer_no_fix(loaded: Loaded) -> None:
     assert [f.fix for f in result.findings] == [None]
 
 
+def test_a_known_kind_with_its_pods_elsewhere_is_found_by_shape_too(loaded: Loaded) -> None:
+    """A kind of the table whose row finds no pod spec (a layout its row does not know yet) is never silent: its
+    pods are found by their shape, and the note says the table does not read them there."""
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"},
+           "spec": {"futureGroups": [{"template": {"spec": {"nodeSelector": R470,
+                                                             "containers": [gpu_container("w")]}}}]}}
+    findings, notes, _unchecked = run(loaded, obj)
+    assert findings == [("cuda-affinity-mismatch", "/spec/futureGroups/0/template/spec/nodeSelector", "w")]
+    assert notes == [("/spec/futureGroups/0/template", "RayCluster (ray.io) has no pod spec where the workload-kinds "
+                      "table reads it: the pod template at /spec/futureGroups/0/template was found by its shape and "
+                      "checked as a pod (a row in a rules directory's data/ reads it as its operator does; "
+                      "docs/workloads.md)")]
+
+
 # ---------------------------------------------------------------------------------------------- no false hits
 
 NOT_WORKLOADS: dict[str, dict[str, Any]] = {

@@ -84,6 +84,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
         ("/spec/pytorchReplicaSpecs/Worker/template/spec/nodeSelector", "pytorch",
          r470("12.1", "image pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", 530)),
     ],
+    "tfjobs.mlkube.io.yaml": [("/spec/replica_specs/0/template/spec/nodeSelector", "tensorflow",
+                               r470("12.4", "image nvidia/cuda:12.4.1-base-ubuntu22.04", 550))],
     "tfjobs.kubeflow.org.yaml": [("/spec/tfReplicaSpecs/Worker/template/spec/nodeSelector", "tensorflow",
                                   r470("12.2", "image tensorflow/tensorflow:2.15.0-gpu", 535))],
     "paddlejobs.kubeflow.org.yaml": [

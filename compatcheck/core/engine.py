@@ -12,13 +12,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis, quantity_int
+from compatcheck.core.checks.base import (
+    EvalContext,
+    InputProblem,
+    ObjectTarget,
+    Outcome,
+    PodAnalysis,
+    container_gpu_requests,
+    quantity_int,
+)
+from compatcheck.core.cluster import required_terms
 from compatcheck.core.discovery import discover, is_custom_resource
-from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
-from compatcheck.core.workloads import PodTarget, api_group, object_ref, pod_targets, targets_at, workload_kind
+from compatcheck.core.workloads import (
+    KindTable,
+    PodTarget,
+    api_group,
+    object_ref,
+    pod_targets,
+    targets_at,
+    workload_kind,
+)
 
 
 @dataclass
@@ -50,8 +67,9 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
     pods = pod_targets(obj, ctx.kb.kinds)
     discovered = False
-    if not pods and is_custom_resource(obj) and workload_kind(obj, ctx.kb.kinds) is None:
-        pods = targets_at(obj, discover(obj))  # a kind nobody listed: its pod specs found by their shape
+    if not pods and is_custom_resource(obj):
+        # A kind nobody listed, or a listed one with no pod spec where its row reads: found by their shape
+        pods = targets_at(obj, discover(obj))
         discovered = bool(pods)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
     result = EvalResult(pods=pods)
@@ -71,7 +89,8 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
             _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems,
                      fixable=not (pod.flat or discovered))
-        for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
+        # DRA claims that could not be checked, and classes assumed: said, not silent
+        for pointer, message in [*analysis.dra_notes, *assumed_classes(analysis)]:
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
                 result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
@@ -80,12 +99,46 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
             result.unchecked.extend(_unchecked(analysis, ref, discovered))
             if discovered:
                 where = pod.template_pointer or pod.pointer
-                message = (f"{ref.kind} ({api_group(ref.api_version or '')}) is not in the workload-kinds table: the "
-                           f"pod {'template' if pod.template_pointer else 'spec'} at {where} was found by its shape "
-                           "and checked as a pod (a row in a rules directory's data/ reads it as its operator does; "
-                           "docs/workloads.md)")
+                what = (f"{ref.kind} ({api_group(ref.api_version or '')}) "
+                        + ("has no pod spec where the workload-kinds table reads it" if workload_kind(obj, ctx.kb.kinds)
+                           else "is not in the workload-kinds table"))
+                message = (f"{what}: the pod {'template' if pod.template_pointer else 'spec'} at {where} was found by "
+                           "its shape and checked as a pod (a row in a rules directory's data/ reads it as its "
+                           "operator does; docs/workloads.md)")
                 result.problems.append(Diagnostic("", message, pointer=where, severity=Severity.INFO, kind="note"))
     return result
+
+
+def _pins_nvidia_labels(spec: JsonObject) -> bool:
+    """Whether the pod's node selection names a GPU Feature Discovery label (a driver, CUDA or GPU pin)."""
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict) and any(str(k).startswith("nvidia.com/") for k in selector):
+        return True
+    return any(isinstance(e, dict) and str(e.get("key", "")).startswith("nvidia.com/")
+               for term in required_terms(spec) or [] for e in sequence(term.get("matchExpressions")))
+
+
+def assumed_classes(analysis: PodAnalysis) -> list[tuple[str, str]]:
+    """The DeviceClasses of the pod's GPU requests that are in neither the input nor --nodes (read as NVIDIA's DRA
+    driver chart installs them): one note per pod and class, naming it."""
+    out: dict[str, tuple[str, str]] = {}
+    for r in analysis.dra_gpu_requests:
+        for ra in r.alternatives:
+            cls = ra.device_class
+            if cls is not None and cls.source not in ("input", "cluster") and cls.name not in out:
+                out[cls.name] = (r.pointer, f"DeviceClass {cls.name!r} of {r.what} is in neither the input nor "
+                                            f"--nodes: read as {cls.source} defines it")
+    return list(out.values())
+
+
+def asks_for_gpu(obj: JsonObject, kinds: KindTable | None = None) -> bool:
+    """Whether ``obj`` (read as its kind, or by shape) has a container that asks for a GPU resource in a quantity
+    other than 0 (a placeholder counts): for objects that are not evaluated (unrendered templates)."""
+    pods = pod_targets(obj, kinds)
+    if not pods and is_custom_resource(obj):
+        pods = targets_at(obj, discover(obj))
+    return any((quantity_int(v) or 0) > 0 or quantity_int(v) is None
+               for pod in pods for c in pod.containers for v in container_gpu_requests(c).values())
 
 
 def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[tuple[str, str]]:
@@ -109,6 +162,14 @@ def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[
                                              f"(container {c.name})"))
     for pointer, message in analysis.dra_notes:
         out.append((pointer, f"DRA: {message}"))
+    for pointer, message in assumed_classes(analysis):
+        out.append((pointer, f"DRA: {message}"))
+    if analysis.dra_gpu_requests and not analysis.dra_inventory_known:
+        out.append((analysis.dra_gpu_requests[0].pointer, "DRA: no ResourceSlices in the input or --nodes: the devices "
+                                                          "its claims would get were not allocated"))
+    if analysis.ctx.cluster is None and not analysis.pinned_classes and not analysis.dra_pins and \
+            not _pins_nvidia_labels(pod.spec):
+        out.append((pod.pointer, "no nodes known: no --nodes file, and its node selection pins no GPU or driver"))
     return out
 
 

@@ -17,7 +17,7 @@ from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.dra import KINDS as DRA_KINDS
 from compatcheck.core.dra import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.dra import build_index as build_dra_index
-from compatcheck.core.engine import evaluate
+from compatcheck.core.engine import asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
@@ -38,7 +38,7 @@ from compatcheck.io.manifests import (
     parse_text,
     read_file,
 )
-from compatcheck.report.model import LintReport, Silenced
+from compatcheck.report.model import LintReport, NotChecked, Silenced
 
 
 @dataclass
@@ -285,11 +285,46 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
                     report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
+                if result.gpu:
+                    report.gpu_workloads += 1
+                    if not result.checked:
+                        ref = object_ref(obj)
+                        for pointer, reason in dict.fromkeys(result.unchecked):
+                            path, line, _col = _where(doc, prefix + pointer, options)
+                            report.not_checked.append(NotChecked(ref, path, line, reason))
                 kept = _filter(located, obj, config, remaining, report, result.pods, options.baseline_root)
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
+        _unrendered(pf, loaded, report, options)
     return report
+
+
+def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
+    """Documents skipped as unrendered templates that ask for a GPU: GPU workloads, not checked (said, not
+    silent)."""
+    for line, data, placeholder in pf.unrendered:
+        items: list[Any] = [data]
+        if isinstance(data, dict) and isinstance(data.get("items"), list):
+            items = data["items"]
+        for obj in items:
+            if isinstance(obj, dict) and asks_for_gpu(obj, loaded.kb.kinds):
+                report.gpu_workloads += 1
+                path = options.source_map(Document(pf.path, 0, obj, line, {}, []), "", line)[0] \
+                    if options.source_map is not None else pf.path
+                what = "placeholder in a quantity" if _in_quantity(obj, placeholder) else "template not rendered"
+                report.not_checked.append(NotChecked(object_ref(obj), path, line, f"{what}: {placeholder!r} (render "
+                                                     "it first: envsubst, helm template)"))
+
+
+def _in_quantity(node: Any, placeholder: str, quantities: bool = False) -> bool:
+    """Whether ``placeholder`` is a value of a ``limits`` or ``requests`` mapping inside ``node``."""
+    if isinstance(node, dict):
+        return any((quantities and isinstance(v, str) and placeholder in v)
+                   or _in_quantity(v, placeholder, k in ("limits", "requests")) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_in_quantity(v, placeholder) for v in node)
+    return False
 
 
 def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:
