@@ -5,6 +5,7 @@ the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates an
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -70,16 +71,16 @@ _READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
 def may_matter(kind: str, text: str, kinds: KindTable | None = None) -> bool:
     """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
     (the workload-kinds table, ``kinds`` or the built-in one), one that they read (DRA claims, templates and
-    classes), a document of another kind that has containers (structural discovery reads it), a List, or a
-    ConfigMap that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is
-    skipped before the position-tracking parse, and so is a List whose items a cheap scan finds to be all of such
-    kinds (a List of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
+    classes), a document of another kind that has containers and mentions GPUs (structural discovery reads it), a
+    List, or a ConfigMap that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services,
+    RBAC) is skipped before the position-tracking parse, and so is a List whose items a cheap scan finds to be all of
+    such kinds (a List of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
     if kind in (kinds or default_kinds()).names or kind in _READ_KINDS:
         return True
     if kind.endswith("List"):
         items = list_items(text)
         return items is None or any(k.endswith("List") or may_matter(k, t, kinds) for k, t in items)
-    if kind not in _NEVER_WORKLOADS and "containers" in text and "image" in text:
+    if kind not in _NEVER_WORKLOADS and "containers" in text and "image" in text and _GPU_TOKEN.search(text):
         return True
     return may_hold_crl(kind, text)
 
@@ -92,6 +93,11 @@ _NEVER_WORKLOADS = frozenset({"CustomResourceDefinition", "ConfigMap", "Secret",
                               "NetworkPolicy", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Endpoints",
                               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "LimitRange",
                               "ResourceQuota", "PriorityClass", "RuntimeClass"})
+
+
+# What a document's text must mention for structural discovery to parse a kind the table does not know: a GPU
+# resource or annotation (nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu-fraction, ...).
+_GPU_TOKEN = re.compile(r"gpu|nvidia\.com/|amd\.com/|\bmig-", re.IGNORECASE)
 
 
 def _wanted(kinds: KindTable | None) -> Callable[[str, str], bool]:
