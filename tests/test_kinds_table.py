@@ -258,3 +258,21 @@ def test_a_bad_admin_row_is_one_located_error(tmp_path: Path, row: str, message:
     (problem,) = info.value.problems
     assert problem.path.endswith("kinds.yaml") and problem.line == 6
     assert message in problem.message
+
+
+def test_the_chart_routes_an_admin_kind_from_the_values_it_prints(admin_dir: Path, tmp_path: Path,
+                                                                   helm_dir: str) -> None:
+    """The printed chart values, given to the chart as they are: the webhook configurations send ModelServers (in
+    one rule of the custom-resources webhook) besides every built-in kind."""
+    from tests.test_chart import by_kind, chart_routes, table_routes, template
+
+    printed = subprocess.run([sys.executable, "-m", "compatcheck", "rules", "kinds", "--rules-dir", str(admin_dir),
+                              "--format", "chart-values"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    values = tmp_path / "values.yaml"
+    values.write_text("webhook:\n" + "".join(f"  {line}\n" for line in printed.splitlines()))
+    objs = template(str(Path(helm_dir) / "helm"), "-f", str(values))
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        (cfg,) = by_kind(objs, kind)
+        routes = chart_routes(cfg)
+        assert routes.pop(("serving.example.com", "modelservers")) == {"Namespaced"}
+        assert set(routes) == set(table_routes())
