@@ -276,3 +276,17 @@ def test_the_chart_routes_an_admin_kind_from_the_values_it_prints(admin_dir: Pat
         routes = chart_routes(cfg)
         assert routes.pop(("serving.example.com", "modelservers")) == {"Namespaced"}
         assert set(routes) == set(table_routes())
+
+
+def test_an_unknown_version_of_a_kind_with_defaults_in_two_rows_reads_both() -> None:
+    from compatcheck.core.workloads import build_kind_table
+
+    base: dict[str, Any] = {"groups": ["x.io"], "kinds": ["Srv"], "source": "s"}
+    kinds = build_kind_table([
+        {**base, "versions": ["v1"], "locations": [{"path": "/spec/a", "defaults": {"/nodeSelector": R470}}]},
+        {**base, "versions": ["v2"], "locations": [{"path": "/spec/b"}]}])
+    obj = {"apiVersion": "x.io/v3", "kind": "Srv", "metadata": {"name": "s"},
+           "spec": {"a": template(container()), "b": template(container())}}
+    assert [(t.pointer, t.spec["nodeSelector"]) for t in pod_targets(obj, kinds)] == [
+        ("/spec/a/spec", R470), ("/spec/b/spec", R470)]
+    assert [t.pointer for t in pod_targets({**obj, "apiVersion": "x.io/v2"}, kinds)] == ["/spec/b/spec"]

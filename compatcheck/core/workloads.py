@@ -113,8 +113,11 @@ class KindTable:
         self._union: dict[tuple[str, str], WorkloadKind] = {}
         for key, rows in self._by_key.items():
             if len(rows) > 1:
-                locations = tuple(dict.fromkeys(loc for wk in rows for loc in wk.locations))
-                self._union[key] = WorkloadKind(rows[0].groups, key[1], locations, (), rows[0].resource,
+                locations: list[PodLocation] = []  # in row order, each once (a location's defaults may be unhashable)
+                for loc in (loc for wk in rows for loc in wk.locations):
+                    if loc not in locations:
+                        locations.append(loc)
+                self._union[key] = WorkloadKind(rows[0].groups, key[1], tuple(locations), (), rows[0].resource,
                                                 rows[0].scope, rows[0].not_served, rows[0].source)
         self.names = frozenset(kind for _group, kind in self._by_key)
 
