@@ -64,6 +64,7 @@ class GpuField:
     resource_from_value: str | None = None
     values: tuple[tuple[str, tuple[tuple[str, Json], ...]], ...] = ()
     per_pod: bool = True
+    share: bool = False  # the value is a fraction of one shared GPU (KubeShare's "0.4"): one GPU when above 0
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def _location(loc: Mapping[str, Any], where: str) -> PodLocation:
                              c.get("extraArgs"))
     gpu_fields = tuple(GpuField(_ptr_ok(g["path"], where), g.get("resource"), g.get("resourceFromValue"),
                                 tuple((str(k), tuple(v.items())) for k, v in (g.get("values") or {}).items()),
-                                bool(g.get("perPod", True)))
+                                bool(g.get("perPod", True)), bool(g.get("share", False)))
                        for g in loc.get("gpuFields") or ())
     return PodLocation(_ptr_ok(loc["path"], where), shape, tuple(loc.get("singleContainers") or ()), gpu_fields, flat,
                        tuple((loc.get("defaults") or {}).items()))
@@ -401,7 +402,15 @@ def _operator_gpu(obj: JsonObject, pointer: str, gf: GpuField, singles: tuple[st
         return
     implied: dict[str, Json] = {}
     if gf.resource is not None:
-        if not gf.per_pod and isinstance(value, int | float) and value > 0:
+        if gf.share:
+            try:
+                fraction = float(str(value))
+            except ValueError:
+                fraction = None  # not a number (a placeholder): kept as written, so the request is not read as 0
+            if fraction is not None and fraction <= 0:
+                return
+            value = 1 if fraction is not None else value
+        elif not gf.per_pod and isinstance(value, int | float) and value > 0:
             value = 1  # the job's total: each pod gets part of it, at least one
         implied = {gf.resource: value}
     elif gf.resource_from_value is not None:
@@ -445,7 +454,7 @@ def _relative(pointer: str, rel: str) -> str:
         if t == "..":
             tokens = tokens[:-1]
         elif t:
-            tokens.append(t)
+            tokens.append(t.replace("~1", "/").replace("~0", "~"))
     return "".join(f"/{escape_token(t)}" for t in tokens)
 
 
