@@ -49,6 +49,9 @@ class EvalResult:
     # Coverage: whether the object asks for a GPU, and what of it could not be checked (pointer, reason).
     gpu: bool = False
     unchecked: list[tuple[str, str]] = field(default_factory=list)
+    # DeviceClasses of GPU claims in neither the input nor the cluster, read as NVIDIA's driver chart installs them:
+    # (pointer, message), a note per pod and class in lint's output (the checks read them as assumed, on purpose).
+    assumed_classes: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def checked(self) -> bool:
@@ -89,11 +92,13 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
             _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems,
                      fixable=not (pod.flat or discovered))
-        # DRA claims that could not be checked, and classes assumed: said, not silent
-        for pointer, message in [*analysis.dra_notes, *assumed_classes(analysis)]:
+        for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
                 result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
+        for note in assumed_classes(analysis):
+            if note not in result.assumed_classes:
+                result.assumed_classes.append(note)
         if analysis.is_gpu_pod or pod.unknown_gpu:
             result.gpu = True
             result.unchecked.extend(_unchecked(analysis, ref, discovered))

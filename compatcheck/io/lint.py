@@ -291,6 +291,10 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
                     report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
+                for pointer, message in result.assumed_classes:  # a note per DRA pod naming a class not in the input
+                    path, line, col = _where(doc, prefix + pointer, options)
+                    report.add([Diagnostic(path, message, line, col, prefix + pointer, severity=Severity.INFO,
+                                           kind="note")])
                 if result.gpu:
                     report.gpu_workloads += 1
                     if not result.checked:
