@@ -7,6 +7,10 @@ DeviceClasses of the directory are what its pods' claims resolve to): the object
 them compatcheck treats as GPU workloads, and through what (an extended resource such as nvidia.com/gpu, a DRA
 claim for an NVIDIA GPU, KAI Scheduler's sharing annotations, an operator's own GPU field). A GPU workload is
 one the rules check; the others get no GPU finding.
+
+Then the coverage of ``compatcheck lint DIR`` (no --nodes): how many GPU workloads it counts (kinds of the table,
+kinds found by their shape, unrendered templates that ask for GPUs), how many were checked and how many not, by
+reason (docs/coverage.md). With ``--not-checked`` every not-checked record is listed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from compatcheck.core.crl import CrlIndex
 from compatcheck.core.dra import build_index, is_dra
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.workloads import pod_targets
-from compatcheck.io.loader import load_rules
+from compatcheck.io.lint import LintOptions, run_lint
+from compatcheck.io.loader import Loaded, load_rules
 from compatcheck.io.manifests import expand_paths, iter_objects, read_file
 
 
@@ -62,11 +67,29 @@ def count(directory: str, kb: KnowledgeBase) -> tuple[Counter[str], list[str]]:
     return tally, not_gpu + [f"(not read) {u}" for u in unreadable]
 
 
+def coverage(directory: str, loaded: Loaded, *, records: bool = False) -> list[str]:
+    """The coverage lines of ``compatcheck lint DIR``: GPU workloads, checked, not checked by reason."""
+    report = run_lint([directory], loaded, LintOptions())
+    unchecked = report.unchecked_objects()
+    out = [f"  coverage: GPU workloads {report.gpu_workloads}, checked {report.gpu_workloads - unchecked}, "
+           f"not checked {unchecked}"]
+    by: dict[str, set[tuple[str, Any]]] = {}
+    for n in report.not_checked:
+        by.setdefault(n.category, set()).add((n.path, n.obj))
+    out.extend(f"    not checked, {reason}: {len(objs)}" for reason, objs in sorted(by.items()))
+    if records:
+        out.extend(f"    {n.path}:{n.line or ''} {n.obj.describe()}: {n.reason}" for n in report.not_checked)
+    return out
+
+
 def main(argv: list[str]) -> int:
+    records = "--not-checked" in argv
+    argv = [a for a in argv if a != "--not-checked"]
     if not argv:
         print(__doc__)
         return 2
-    kb = load_rules().kb
+    loaded = load_rules()
+    kb = loaded.kb
     for directory in argv:
         tally, not_gpu = count(directory, kb)
         print(f"{directory}:")
@@ -77,6 +100,8 @@ def main(argv: list[str]) -> int:
         for line in not_gpu:
             print(f"  {'could not read' if line.startswith('(not read) ') else 'not a GPU workload'}: "
                   f"{line.removeprefix('(not read) ')}")
+        for line in coverage(directory, loaded, records=records):
+            print(line)
     return 0
 
 

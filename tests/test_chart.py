@@ -405,7 +405,7 @@ CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime"),
                         ("trainer.kubeflow.org", "ClusterTrainingRuntime")}
 # Groups of the table that no supported API server serves: extensions/v1beta1 workloads went in Kubernetes 1.16.
 # The table keeps them for old manifests in the linter; the API server sends their apps/v1 equivalents
-# (matchPolicy: Equivalent).
+# (matchPolicy: Equivalent). The table's rows say so too (notServed: the first tf-operator's mlkube.io).
 NOT_SERVED_GROUPS = {"extensions"}
 
 
@@ -413,10 +413,13 @@ def table_routes() -> dict[tuple[str, str], str]:
     """What the chart must route, from the table (the source of truth): (group, resource) -> scope of every kind
     that carries a pod spec. Resources are the kinds' lower-case plurals (fixtures/_workloads is named by them)."""
     from compatcheck.core.dra import GROUP, REVIEWED_KINDS
-    from compatcheck.core.workloads import WORKLOAD_KINDS
+    from compatcheck.io.loader import builtin_kinds
+
+    WORKLOAD_KINDS = builtin_kinds().kinds
 
     routes = {(g, wk.kind.lower() + "s"): "Cluster" if (g, wk.kind) in CLUSTER_SCOPED_KINDS else "Namespaced"
-              for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups if g not in NOT_SERVED_GROUPS}
+              for wk in WORKLOAD_KINDS if wk.locations for g in wk.groups
+              if g not in NOT_SERVED_GROUPS and g not in wk.not_served}
     # and the DRA objects the webhook reviews of its own (dra-request-unsatisfiable)
     return routes | {(GROUP, kind.lower() + "s"): "Namespaced" for kind in REVIEWED_KINDS}
 
@@ -468,7 +471,7 @@ def test_each_kind_reaches_one_webhook_whose_cel_sends_it(helm: str) -> None:
     checked = 0
     for path in sorted(WORKLOADS.glob("*.yaml")):
         obj = load(path.name)
-        if obj["apiVersion"].startswith("extensions/") or path.name.startswith("inferencegraphs."):
+        if obj["apiVersion"].split("/")[0] in ("extensions", "mlkube.io") or path.name.startswith("inferencegraphs."):
             continue  # never served / no pod spec: not routed (test above)
         for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             (cfg,) = by_kind(objs, kind)
@@ -515,14 +518,14 @@ def test_a_pod_asking_for_devices_only_through_dra_claims_is_sent(helm: str) -> 
 
 
 
-def _with_kai_annotation(group: str, kind: str, location: Any) -> dict[str, Any]:
+def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v1") -> dict[str, Any]:
     """An object of ``kind`` whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads it for
     ``location`` of the workload table: a template location's own metadata, else the object's (the pod spec
     there has a container with no resources). ``*`` becomes one list item (an object key for a mapping reads the
     same)."""
     from compatcheck.core.pointers import split_pointer
 
-    api_version = f"{group}/v1" if group else "v1"
+    api_version = f"{group}/{version}" if group else version
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "kai"}}
     spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04"}]}
     annotations = {"gpu-fraction": "0.5"}
@@ -556,7 +559,10 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
     CRD's own metadata), is matched by one webhook of each configuration and sent by its CEL; compatcheck sees it
     as a GPU pod."""
     celpy = pytest.importorskip("celpy")
-    from compatcheck.core.workloads import WORKLOAD_KINDS, pod_targets
+    from compatcheck.core.workloads import pod_targets
+    from compatcheck.io.loader import builtin_kinds
+
+    WORKLOAD_KINDS = builtin_kinds().kinds
 
     objs = template(helm)
     env = celpy.Environment()
@@ -567,7 +573,7 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
             if (group, wk.kind.lower() + "s") not in routed:
                 continue
             for location in wk.locations:
-                obj = _with_kai_annotation(group, wk.kind, location)
+                obj = _with_kai_annotation(group, wk.kind, location, wk.versions[0] if wk.versions else "v1")
                 assert [c.implied_gpu for t in pod_targets(obj) for c in t.containers if c.implied_gpu] == [
                     {"nvidia.com/gpu": 1}], (wk.kind, location.pattern)
                 for cfg_kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
@@ -581,7 +587,7 @@ def test_kai_annotations_reach_the_webhook_for_every_kind_of_the_table(helm: str
                             "annotations"]
                         assert bool(program.evaluate(celpy.json_to_cel({"object": obj}))) is False, (
                             wk.kind, location.pattern, hook["name"])
-                        obj = _with_kai_annotation(group, wk.kind, location)
+                        obj = _with_kai_annotation(group, wk.kind, location, wk.versions[0] if wk.versions else "v1")
                 checked.add((group, wk.kind, location.pattern))
     assert {("batch", "CronJob", "/spec/jobTemplate/spec/template"), ("", "PodTemplate", "/template"),
             ("apps", "Deployment", "/spec/template"), ("", "Pod", "")} <= checked

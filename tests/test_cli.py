@@ -84,7 +84,8 @@ def test_an_invalid_driver_policy_is_a_located_config_error(tmp_path: Path) -> N
 def test_clean_file_exits_zero_and_text_summary() -> None:
     proc = run("lint", "examples/manifests/training-job.yaml", "--nodes", "examples/cluster-profile.yaml")
     assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.strip().endswith("1 files, 1 objects: 0 errors, 0 warnings, 0 info")
+    assert proc.stdout.strip().endswith("1 files, 1 objects: 0 errors, 0 warnings, 0 info\n"
+                                        "GPU workloads: 1, checked 1, not checked 0")
 
 
 def test_fail_on_threshold(tmp_path: Path) -> None:

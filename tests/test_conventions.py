@@ -18,7 +18,7 @@ VLLM = "examples/manifests/vllm-bf16-on-t4.yaml"
     (["lnt", VLLM], "compatcheck: error: argument command: invalid choice: 'lnt' (choose from 'lint', 'fix', 'cert', "
                     "'webhook', 'review', 'versions', 'rules', 'images') (did you mean 'lint'?)"),
     (["rules", "explian"], "compatcheck rules: error: argument rules_command: invalid choice: 'explian' (choose "
-                           "from 'list', 'explain', 'validate') (did you mean 'explain'?)"),
+                           "from 'list', 'explain', 'kinds', 'validate') (did you mean 'explain'?)"),
     (["lint", VLLM, "--nodse", "examples/cluster-profile.yaml"],
      "compatcheck lint: error: unrecognized arguments: --nodse (did you mean '--nodes'?) "
      "examples/cluster-profile.yaml"),

@@ -87,10 +87,31 @@ def test_no_findings_on_non_gpu_manifests(mode: str, request: pytest.FixtureRequ
     assert set(noisy) == EXPECTED_NON_GPU_FINDINGS
 
 
+def assumed(file: str, line: int, cls: str, template: str, request: str) -> tuple[str, int, str]:
+    """The note at a DRA pod whose DeviceClass is in neither the input nor --nodes (issue 21: never silent)."""
+    chart = ("https://github.com/NVIDIA/k8s-dra-driver-gpu/tree/main/deployments/helm/dra-driver-nvidia-gpu/templates "
+             "(deviceclass-gpu.yaml, deviceclass-mig.yaml)")
+    return (file, line, f"DeviceClass {cls!r} of ResourceClaimTemplate {template} request {request!r} is in neither "
+                        f"the input nor --nodes: read as {chart} defines it")
+
+
 def test_nothing_is_skipped_with_a_note_and_the_placeholder_secret_is_no_error(without_nodes: dict) -> None:
     # The {{HF_TOKEN}} Secret beside a GPU Deployment holds no pod spec: skipped unparsed, with no note and no error.
-    # The one note: KServe's DRA sample is a resource.k8s.io/v1alpha3 template, which Kubernetes 1.36 does not serve.
-    assert [(rel(s["file"]), s["line"], s["reason"]) for s in without_nodes["skipped"]] == [(
+    # The notes: KServe's DRA sample is a resource.k8s.io/v1alpha3 template, which Kubernetes 1.36 does not serve;
+    # and each DRA pod whose DeviceClass is not in the corpus is read with the class NVIDIA's driver chart installs.
+    dra = "NVIDIA__k8s-dra-driver-gpu/"
+    assert [(rel(s["file"]), s["line"], s["reason"]) for s in without_nodes["skipped"]][1:] == [
+        assumed(f"{dra}demo__specs__quickstart__v1__gpu-test-mps.yaml", 59, "gpu.nvidia.com",
+                "gpu-test-mps/shared-gpu", "mps-gpu"),
+        assumed(f"{dra}demo__specs__quickstart__v1__gpu-test4.yaml", 69, "mig.nvidia.com", "gpu-test4/mig-devices",
+                "mig-1g-5gb-0"),
+        assumed(f"{dra}demo__specs__quickstart__v1__gpu-test5.yaml", 90, "gpu.nvidia.com", "gpu-test5/multiple-gpus",
+                "ts-gpu"),
+        assumed(f"{dra}tests__bats__specs__gpu-cuda-demo-suite.yaml", 49, "gpu.nvidia.com", "rct-cuda-demo", "gpu"),
+        assumed(f"{dra}tests__bats__specs__gpu-simple-mig-ts.yaml", 46, "mig.nvidia.com", "rct-mig1g-ts", "mig1gts"),
+        assumed("kserve__kserve/docs__samples__llmisvc__nvidia-dra__llm-inference-service-qwen2-7b-nvidia-dra.yaml",
+                17, "gpu.nvidia.com", "nvidia-gpu-template", "gpu")]
+    assert [(rel(s["file"]), s["line"], s["reason"]) for s in without_nodes["skipped"]][:1] == [(
         "kserve__kserve/docs__samples__llmisvc__nvidia-dra__nvidia-gpu-claim-template.yaml", 1,
         "ResourceClaimTemplate of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves "
         "v1alpha3 only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "

@@ -113,7 +113,7 @@ def test_one_printer_for_every_severity() -> None:
 
 def test_a_run_without_warnings_keeps_the_json_contract() -> None:
     out = json.loads(cc("lint", str(VLLM), "--format", "json").stdout)
-    assert list(out) == ["version", "findings", "errors", "skipped", "summary"]
+    assert list(out) == ["version", "findings", "errors", "skipped", "summary", "coverage"]
 
 
 # ------------------------------------------------------------------------------------------- node problems
@@ -192,7 +192,8 @@ def test_lint_reports_node_problems_as_warnings(tmp_path: Path) -> None:
         f"{nodes}:10: warning: node gpu-a-0 (and 1 more with the same labels): label "
         "nvidia.com/cuda.driver-version.full: driver version 'garbage' is not a version number (expected digits "
         "and dots, e.g. 12.4)")
-    assert text.stdout.splitlines()[-1].endswith("; 2 input warnings")
+    assert text.stdout.splitlines()[-2].endswith("; 2 input warnings")
+    assert text.stdout.splitlines()[-1] == "GPU workloads: 1, checked 1, not checked 0"
     out = json.loads(cc("lint", str(VLLM), "--nodes", str(nodes), "--format", "json").stdout)
     assert out["errors"] == [] and [(w["file"], w["line"]) for w in out["warnings"]] == [
         (str(nodes), 10), (str(nodes), 27)]

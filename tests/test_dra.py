@@ -320,7 +320,11 @@ def test_the_gpu_workload_count_script(tmp_path: Path) -> None:
     assert proc.stdout.splitlines() == [
         f"{tmp_path}:", "  objects with a pod spec: 4", "  GPU workloads: 3", "    through DRA claim: 1",
         "    through KAI annotation: 1", "    through extended resource: 1",
-        f"  not a GPU workload: {tmp_path / 'pods.yaml'}: Pod cpu"]
+        f"  not a GPU workload: {tmp_path / 'pods.yaml'}: Pod cpu",
+        # and the coverage of a lint of the directory (no --nodes: nothing pins a driver; the DRA template's class
+        # and devices, and the image x, are not known)
+        "  coverage: GPU workloads 3, checked 0, not checked 3", "    not checked, DRA: 1",
+        "    not checked, image CUDA unknown: 1", "    not checked, no nodes known: 3"]
 
 
 def _slice(node: str, *devices: tuple[str, dict[str, Any]]) -> dict[str, Any]:

@@ -105,7 +105,15 @@ def test_shapes_no_current_api_server_reads_are_notes_not_silence(tmp_path: Path
         "not checked; write the name on the entry itself",
         f"{path}:21: note: ResourceClaimTemplate ml/gpu-template (claim 'gpu2') is resource.k8s.io/v1alpha2, not "
         "served since Kubernetes 1.31: the devices it requests were not checked",
-        "1 files, 3 objects: 0 errors, 0 warnings, 0 info"])
+        "1 files, 3 objects: 0 errors, 0 warnings, 0 info",
+        # the pod's claims name no template compatcheck can read: nothing says it asks for a GPU (notes above)
+        "GPU workloads: 0, checked 0, not checked 0"])
+
+
+# The note at the pod: its template's DeviceClass is not in the file, and no --nodes (docs/coverage.md).
+ASSUMED_CLASS = (19, "DeviceClass 'gpu.nvidia.com' of ResourceClaimTemplate ml/one-gpu request 'gpu' is in neither the "
+                     "input nor --nodes: read as https://github.com/NVIDIA/k8s-dra-driver-gpu/tree/main/deployments/"
+                     "helm/dra-driver-nvidia-gpu/templates (deviceclass-gpu.yaml, deviceclass-mig.yaml) defines it")
 
 
 def test_a_v1alpha3_template_is_read_as_v1beta1_with_a_note(tmp_path: Path) -> None:
@@ -119,7 +127,7 @@ def test_a_v1alpha3_template_is_read_as_v1beta1_with_a_note(tmp_path: Path) -> N
     assert [(n["line"], n["reason"]) for n in out["skipped"]] == [(  # notes: what was not (fully) checked
         1, "ResourceClaimTemplate of resource.k8s.io/v1alpha3 (Kubernetes 1.31) is no longer served (1.36 serves "
            "v1alpha3 only for DeviceTaintRule and ResourcePoolStatusRequest): read as v1beta1, apply it as "
-           "resource.k8s.io/v1")]
+           "resource.k8s.io/v1"), ASSUMED_CLASS]
     assert [(f["rule"], f["pointer"], f["message"]) for f in out["findings"]] == [(
         "dtype-unsupported-by-gpu", "/spec/template/spec/containers/0/args/3",
         "--dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: Tesla-T4 (compute capability 7.5)")]
@@ -158,7 +166,8 @@ def test_a_v1beta1_template_is_read_as_v1_with_the_deprecation_the_api_server_wa
     out = json.loads(lint(str(tmp_path / "app.yaml"), "--format", "json").stdout)
     assert [(n["line"], n["reason"]) for n in out["skipped"]] == [(
         1, "ResourceClaimTemplate of resource.k8s.io/v1beta1 is deprecated in Kubernetes 1.35+ and unavailable in "
-           "1.38+ (1.36 serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1")]
+           "1.38+ (1.36 serves it only with --runtime-config): read as v1, apply it as resource.k8s.io/v1"),
+        ASSUMED_CLASS]
     assert [f["rule"] for f in out["findings"]] == ["dtype-unsupported-by-gpu"]
 
 

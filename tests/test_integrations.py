@@ -91,7 +91,8 @@ def test_several_formats_in_one_run(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert json.loads(sarif.read_text())["version"] == "2.1.0"
     assert ET.fromstring(junit.read_text()).tag == "testsuites"
-    assert "dtype-unsupported-by-gpu" in proc.stdout and proc.stdout.rstrip().endswith("0 info")
+    assert "dtype-unsupported-by-gpu" in proc.stdout
+    assert proc.stdout.rstrip().endswith("0 info\nGPU workloads: 1, checked 1, not checked 0")
     bad = cc("lint", str(VLLM), "--format", "json", "--format", "text")
     assert bad.returncode == 2 and "only one format can go to stdout" in bad.stderr
 

@@ -73,7 +73,8 @@ CASES = [
     Case("volcano-sh__volcano/example__integrations__argo__mpi__hello-world.yaml",
          "6bf7bdd1886727cdd67aa729c5f04e14abea0019a716b45f681df4092efc92f6", [], [],
          "An Argo WorkflowTemplate whose Volcano Job (nvidia.com/gpu: 0, rdma/ib: 0) is a string holding Argo's "
-         "{{workflow.parameters...}}: no template note, no error, skipped unparsed (its kind holds no pod spec)."),
+         "{{workflow.parameters...}}: no template note, no error; parsed for structural discovery (its text has containers,
+         "images and GPUs), which finds no pod spec in a string."),
     Case(LLMISVC, "bea5bee3849eb222201b4fcf34cfe9efebb76338b5c0825c46bbdfa129c1b7c3", [],
          [("cuda-runtime-unknown", 28, "/spec/template/containers/0/image"),
           ("cuda-runtime-unknown", 111, "/spec/worker/containers/0/image")],
@@ -98,12 +99,14 @@ def test_the_regression_corpus_reads_as_kubernetes_does(linted: tuple[int, dict[
     status, out = linted
     assert status == 2  # three files kubectl cannot read either
     assert out["skipped"] == []
-    # 9 objects linted: the HAMi MIG Pod, the DaemonSet (with the second containers list), two Deployments and
+    # 10 objects linted: the HAMi MIG Pod, the DaemonSet (with the second containers list), two Deployments and
     # Services of the GKE vLLM samples, the ClusterServingRuntime, the LLMInferenceService, the GKE kustomize patch
-    # (a partial Deployment: no selector, no image, linted as it stands). Skipped unparsed: the CRD, the Secret holding
-    # {{HF_TOKEN}}, the Argo WorkflowTemplate (its Volcano Job with nvidia.com/gpu: 0 and rdma/ib: 0 is a string that
-    # Argo fills in with {{workflow.parameters...}} at run time: neither kubectl nor compatcheck reads it as an object).
-    assert out["summary"]["objects"] == 9 and out["summary"]["documentsWithoutPodSpecs"] == 3
+    # (a partial Deployment: no selector, no image, linted as it stands), and the Argo WorkflowTemplate (a kind the
+    # table does not know, parsed for structural discovery as its text has containers, images and GPUs: its Volcano
+    # Job with nvidia.com/gpu: 0 and rdma/ib: 0 is a string that Argo fills in with {{workflow.parameters...}} at run
+    # time, which neither kubectl nor compatcheck reads as an object: no finding, no note). Skipped unparsed: the CRD,
+    # the Secret holding {{HF_TOKEN}}.
+    assert out["summary"]["objects"] == 10 and out["summary"]["documentsWithoutPodSpecs"] == 2
     corpus = SHARED / "corpus"
     # Exactly the errors and findings the table names, nothing on any other file.
     assert sorted(Path(e["file"]).resolve().relative_to(corpus.resolve()).as_posix() for e in out["errors"]) == \

@@ -25,12 +25,13 @@ from compatcheck.core.admission import AdmissionSettings, review
 from compatcheck.core.checks.base import EvalContext
 from compatcheck.core.cluster import is_gpu_resource
 from compatcheck.core.crl import CrlIndex
-from compatcheck.core.workloads import WORKLOAD_KINDS, api_group
-from compatcheck.io.loader import Loaded
+from compatcheck.core.workloads import api_group
+from compatcheck.io.loader import Loaded, builtin_kinds
 from tests.conftest import FIXTURES, ROOT, admission_review
 
 WORKLOADS = FIXTURES / "_workloads"
 RULE = "cuda-affinity-mismatch"
+WORKLOAD_KINDS = builtin_kinds().kinds  # the built-in table (rules/data/workload-kinds.yaml)
 
 
 def r470(cuda: str, origin: str, branch: int) -> str:
@@ -83,6 +84,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
         ("/spec/pytorchReplicaSpecs/Worker/template/spec/nodeSelector", "pytorch",
          r470("12.1", "image pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", 530)),
     ],
+    "tfjobs.mlkube.io.yaml": [("/spec/replica_specs/0/template/spec/nodeSelector", "tensorflow",
+                               r470("12.4", "image nvidia/cuda:12.4.1-base-ubuntu22.04", 550))],
     "tfjobs.kubeflow.org.yaml": [("/spec/tfReplicaSpecs/Worker/template/spec/nodeSelector", "tensorflow",
                                   r470("12.2", "image tensorflow/tensorflow:2.15.0-gpu", 535))],
     "paddlejobs.kubeflow.org.yaml": [
@@ -130,6 +133,9 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "inferenceservices.serving.kserve.io.yaml": [("/spec/predictor/nodeSelector", "pytorch",
                                                   r470("12.1", "annotation compatcheck.io/cuda-runtime", 530))],
     "inferencegraphs.serving.kserve.io.yaml": [],  # a router with no pod spec of its own
+    # KFServing (serving.kubeflow.org, before KServe)
+    "inferenceservices.serving.kubeflow.org.yaml": [("/spec/predictor/nodeSelector", "pytorch",
+                                                     r470("12.1", "annotation compatcheck.io/cuda-runtime", 530))],
     "llminferenceservices.serving.kserve.io.yaml": [
         ("/spec/template/nodeSelector", "main", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570)),
         ("/spec/worker/nodeSelector", "main", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570)),
@@ -165,11 +171,7 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
 
 # Known gaps: the finding written above is the right one, and compatcheck does not give it yet (strict: a fix
 # makes these tests fail until the mark is removed).
-GAPS = {
-    "sharepods.sharedgpu.goc.yaml": "KubeShare 1.0 asks for the GPU in sharedgpu/* annotations, not as a container "
-                                    "resource, and compatcheck reads only container resources: no SharePod is a "
-                                    "GPU pod to it",
-}
+GAPS: dict[str, str] = {}
 
 # Kubernetes names a resource by the lower-case plural of its kind; all of these follow the rule.
 def resource_of(kind: str) -> str:
@@ -276,8 +278,13 @@ ZEROS: list[Any] = [0, "0", "00", "+0", "0.0", 0.0, "0m", "0k", "0Ki", "0e3", "0
 
 
 def with_zero_gpus(obj: dict[str, Any], zero: Any) -> dict[str, Any]:
-    """``obj`` with every GPU quantity (requests and limits, every container) set to ``zero``."""
+    """``obj`` with every GPU quantity (requests and limits, every container; KubeShare's share annotations) set to
+    ``zero``."""
     out = copy.deepcopy(obj)
+    annotations = out.get("metadata", {}).get("annotations") or {}
+    for key in ("sharedgpu/gpu_request", "sharedgpu/gpu_limit"):
+        if key in annotations:
+            annotations[key] = "0"
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):

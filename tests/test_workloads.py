@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
-from compatcheck.core.workloads import WORKLOAD_KINDS, PodLocation, WorkloadKind, pod_targets
+from compatcheck.core.workloads import PodLocation, WorkloadKind, pod_targets
+from compatcheck.io.loader import builtin_kinds
+
+WORKLOAD_KINDS = builtin_kinds().kinds  # the built-in table (rules/data/workload-kinds.yaml)
 
 
 def _place(obj: dict[str, Any], pattern: str, value: Any) -> None:
@@ -43,8 +46,8 @@ FLAT = [(wk, loc) for wk in WORKLOAD_KINDS for loc in wk.locations if loc.flat i
                          ids=[f"{wk.kind}({wk.groups[0] or 'core'}){loc.pattern}" for wk in WORKLOAD_KINDS
                               for loc in wk.locations if loc.flat is None])
 def test_each_location_is_found(wk: WorkloadKind, loc: PodLocation) -> None:
-    group = wk.groups[0]
-    obj: dict[str, Any] = {"apiVersion": f"{group}/v1" if group else "v1", "kind": wk.kind,
+    group, version = wk.groups[0], wk.versions[0] if wk.versions else "v1"  # a version the row reads
+    obj: dict[str, Any] = {"apiVersion": f"{group}/{version}" if group else version, "kind": wk.kind,
                            "metadata": {"name": "x"}}
     if loc.pattern == "":
         obj.update(_pod_template(loc))

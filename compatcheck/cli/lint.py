@@ -92,6 +92,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                       help="write the matching --format to FILE (pairs in order; '-' = stdout)")
     lint.add_argument("--fail-on", choices=["error", "warning", "info"], help="threshold for exit code 1")
+    lint.add_argument("--fail-on-unchecked", action="store_true", default=None,
+                      help="exit 1 when a GPU workload could not be checked (config failOnUnchecked)")
     lint.add_argument("--show-suppressed", action="store_true", help="list suppressed findings and why")
     lint.add_argument("--baseline", metavar="FILE", help="report only findings not in this baseline")
     lint.add_argument("--write-baseline", metavar="FILE", help="write the current findings as a baseline and exit 0")
@@ -186,6 +188,8 @@ def lint_command(args: argparse.Namespace) -> int:
     if report.errors:
         return EXIT_ERROR
     if any(f.severity.rank >= threshold for f in report.findings):
+        return EXIT_FINDINGS
+    if (args.fail_on_unchecked or config.fail_on_unchecked) and report.not_checked:
         return EXIT_FINDINGS
     return EXIT_OK
 

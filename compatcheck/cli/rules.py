@@ -24,6 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     re_.add_argument("rule_id", nargs="?", help="rule id (or read from stdin, e.g. piped from rules list)")
     re_.add_argument("--rules-dir", action="append", default=[])
     re_.set_defaults(handler=explain_command)
+    rk = rsub.add_parser("kinds", help="the workload kinds compatcheck reads (built-in and --rules-dir rows)")
+    rk.add_argument("--rules-dir", action="append", default=[])
+    rk.add_argument("--format", choices=["text", "json", "chart-values"], default="text",
+                    help="chart-values: the webhook.customResources of the Helm chart for these kinds")
+    rk.set_defaults(handler=kinds_command)
     rv = rsub.add_parser("validate", help="validate rule directories and admin files (built-ins included)")
     rv.add_argument("dirs", nargs="*")
     rv.add_argument("--files", nargs="*", default=[], help="rule or data-table files (pre-commit passes these)")
@@ -45,6 +50,33 @@ def validate_command(args: argparse.Namespace) -> int:
         dirs += _dirs_for_files(args.files)
     loaded = rules(sorted(set(dirs)), validate_builtin=True)
     print(f"{len(loaded.ruleset)} rules and {sum(len(v) for v in loaded.tables.values())} table rows are valid")
+    return EXIT_OK
+
+
+def kinds_command(args: argparse.Namespace) -> int:
+    import json
+
+    from compatcheck.core.workloads import custom_resource_routes
+    from compatcheck.io.loader import builtin_kinds
+
+    loaded = rules(args.rules_dir)
+    kinds = loaded.kb.kinds or builtin_kinds()
+    if args.format == "chart-values":
+        print("customResources:")
+        for rule in custom_resource_routes(kinds):
+            fields = ", ".join(f"{k}: [{', '.join(v)}]" if isinstance(v, list) else f"{k}: {v}"
+                               for k, v in rule.items())
+            print(f"  - {{{fields}}}")
+    elif args.format == "json":
+        print(json.dumps([{"groups": list(wk.groups), "kind": wk.kind, "versions": list(wk.versions),
+                           "resource": wk.plural, "scope": wk.scope,
+                           "locations": [{"path": loc.pattern, "shape": loc.shape} for loc in wk.locations],
+                           "source": wk.source} for wk in kinds.kinds], indent=2))
+    else:
+        for wk in kinds.kinds:
+            groups = ", ".join(g or "core" for g in wk.groups)
+            where = ", ".join(loc.pattern or "(the object)" for loc in wk.locations) or "(no pod spec)"
+            print(f"{wk.kind} ({groups}) {'/'.join(wk.versions) or '*'}: {where}")
     return EXIT_OK
 
 

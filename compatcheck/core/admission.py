@@ -24,7 +24,7 @@ from compatcheck.core.patches import apply_fixes
 from compatcheck.core.pointers import value_at
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import object_ref, pod_targets
+from compatcheck.core.workloads import KindTable, object_ref, pod_targets
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPT_OUT_LABEL = "compatcheck.io/ignore"
@@ -58,6 +58,7 @@ class AdmissionSettings:
     mutations: frozenset[str] | None = None
     allow_unsafe: frozenset[str] = frozenset()
     config: Config = field(default_factory=Config)
+    warn_unchecked: bool = False  # webhook.warnUnchecked: a warning per reason a GPU object was not checked
 
     @classmethod
     def from_config(cls, config: Config, ruleset: RuleSet) -> AdmissionSettings:
@@ -69,7 +70,8 @@ class AdmissionSettings:
                    owned_pods=wh.get("ownedPods", "warn"), deny_on=Severity(wh.get("denyOn", "error")),
                    annotation_exemptions=config.annotation_exemptions,
                    mutations=frozenset(mutations) - config.fixes_disabled,
-                   allow_unsafe=config.allow_unsafe - config.fixes_disabled, config=config)
+                   allow_unsafe=config.allow_unsafe - config.fixes_disabled, config=config,
+                   warn_unchecked=config.warn_unchecked)
 
     def mutations_in(self, ruleset: RuleSet) -> frozenset[str]:
         """The rules whose safe fixes are applied when reviewing with ``ruleset``."""
@@ -184,6 +186,8 @@ class Evaluated:
 
     findings: list[Finding]
     problems: list[Diagnostic]
+    # A GPU object's blind spots (the coverage's not-checked reasons), when no finding gives a verdict on it.
+    unchecked: tuple[str, ...] = ()
 
 
 def _evaluate_fresh(obj: JsonObject, rules: RuleSet, ctx: EvalContext, severities: dict[str, Severity],
@@ -192,7 +196,8 @@ def _evaluate_fresh(obj: JsonObject, rules: RuleSet, ctx: EvalContext, severitie
     findings = result.findings
     if suppressions and findings:
         findings, _silenced = split_suppressed(findings, obj, result.pods)
-    return Evaluated(findings, result.problems)
+    unchecked = tuple(dict.fromkeys(r for _p, r in result.unchecked)) if result.gpu and not result.checked else ()
+    return Evaluated(findings, result.problems, unchecked)
 
 
 class EvaluationCache:
@@ -243,10 +248,10 @@ class EvaluationCache:
             cached = self._data[k] = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
             if len(self._data) > self.size:
                 self._data.popitem(last=False)
-            return Evaluated(list(cached.findings), list(cached.problems))
+            return Evaluated(list(cached.findings), list(cached.problems), cached.unchecked)
         self.hits += 1
         self._data.move_to_end(k)
-        return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems))
+        return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems), cached.unchecked)
 
 
 def _evaluate(obj: JsonObject, rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
@@ -257,7 +262,8 @@ def _evaluate(obj: JsonObject, rules: RuleSet, ctx: EvalContext, settings: Admis
     else:
         done = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
     if settings.config.exemptions and done.findings:
-        return Evaluated([f for f in done.findings if not settings.config.exempt(f, None)], done.problems)
+        return Evaluated([f for f in done.findings if not settings.config.exempt(f, None)], done.problems,
+                         done.unchecked)
     return done
 
 
@@ -320,13 +326,14 @@ def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
 
-def _offending(obj: JsonObject, findings: list[Finding]) -> list[tuple[str, str, str, str, bytes | None]]:
+def _offending(obj: JsonObject, findings: list[Finding],
+               kinds: KindTable | None) -> list[tuple[str, str, str, str, bytes | None]]:
     """What each finding is about, for the UPDATE ratchet: its rule, container, pointer and message, and the
     value at its pointer. Where the pointer is a whole pod spec or container (placement, MPS, vGPU findings),
     any edit of that spec would change the value, so the message, which names what is wrong, stands for it."""
     if not findings:
         return []
-    targets = pod_targets(obj)
+    targets = pod_targets(obj, kinds)
     structural = {t.pointer for t in targets} | {c.pointer for t in targets for c in t.containers}
     return [(f.rule_id, f.container or "", f.pointer, f.message,
              None if f.pointer in structural else dumps(value_at(obj, f.pointer))) for f in findings]
@@ -346,14 +353,18 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
         # Ratchet: a problem the stored object already had, with the same offending value, never blocks an
         # update (people must be able to fix other things). Changing the offending value, even from one
         # incompatible value to another, is a new problem and denies.
-        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings))
-        blocking = [f for f, key in zip(blocking, _offending(req.obj, blocking), strict=True) if key not in before]
+        kinds = ctx.kb.kinds
+        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings, kinds))
+        now = _offending(req.obj, blocking, kinds)
+        blocking = [f for f, key in zip(blocking, now, strict=True) if key not in before]
     if owned and settings.owned_pods == "warn":
         blocking = []
     visible = sorted((f for f in findings if f.severity.rank >= Severity.WARNING.rank),
                      key=lambda f: (-f.severity.rank, f.rule_id))
     payload: ResponsePayload = {"allowed": True}
     problems = [p.message for p in done.problems]
+    if settings.warn_unchecked:  # config webhook.warnUnchecked: a GPU object with blind spots says so
+        problems += [f"not checked: {reason}" for reason in done.unchecked]
     if settings.mode == "audit":
         if findings:
             payload["auditAnnotations"] = {

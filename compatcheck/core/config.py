@@ -128,6 +128,8 @@ class Config:
     admission_plugins: frozenset[str] = frozenset()  # see compatcheck.core.cluster.ADMISSION_PLUGINS
     crl: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
+    fail_on_unchecked: bool = False  # exit 1 when a GPU workload was not checked (failOnUnchecked)
+    warn_unchecked: bool = False  # the webhook warns on a GPU object's blind spots (webhook.warnUnchecked)
     exemptions: tuple[Exemption, ...] = ()
     annotation_exemptions: bool = True
     baseline: str | None = None

@@ -14,14 +14,32 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from compatcheck.core.checks.base import EvalContext, InputProblem, ObjectTarget, Outcome, PodAnalysis
-from compatcheck.core.jsonutil import JsonObject
+from compatcheck.core.checks.base import (
+    EvalContext,
+    InputProblem,
+    ObjectTarget,
+    Outcome,
+    PodAnalysis,
+    container_gpu_requests,
+    quantity_int,
+)
+from compatcheck.core.cluster import required_terms
+from compatcheck.core.discovery import discover, is_custom_resource
+from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.knowledge import ASSUMED_MARK
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.shapes import pod_spec_problems
-from compatcheck.core.workloads import PodTarget, object_ref, pod_targets
+from compatcheck.core.workloads import (
+    KindTable,
+    PodTarget,
+    api_group,
+    object_ref,
+    pod_targets,
+    targets_at,
+    workload_kind,
+)
 
 
 @dataclass
@@ -32,6 +50,21 @@ class EvalResult:
     problems: list[Diagnostic] = field(default_factory=list)
     # The object's pod targets, for callers that need them next (suppressions); None when not computed.
     pods: list[PodTarget] | None = None
+    # Coverage: whether the object asks for a GPU, and what of it could not be checked (pointer, reason).
+    gpu: bool = False
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
+    # DeviceClasses of GPU claims in neither the input nor the cluster, read as NVIDIA's driver chart installs them:
+    # (pointer, message), a note per pod and class in lint's output (the checks read them as assumed, on purpose).
+    assumed_classes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def checked(self) -> bool:
+        """A GPU object is checked when nothing of it was left unchecked, or when findings (other than the
+        runtime being unknown) already give a verdict on it."""
+        return not self.unchecked or any(f.rule_id != RUNTIME_UNKNOWN for f in self.findings)
+
+
+RUNTIME_UNKNOWN = "cuda-runtime-unknown"
 
 
 # Every object gets a time budget (seconds of wall clock), checked between rules: an input that makes a check slow
@@ -57,7 +90,12 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
     checked between rules."""
     deadline = deadline if deadline is not None else DEADLINE.get()
     rules = ruleset if isinstance(ruleset, RuleSet) else RuleSet({r.id: r for r in ruleset})
-    pods = pod_targets(obj)
+    pods = pod_targets(obj, ctx.kb.kinds)
+    discovered = False
+    if not pods and is_custom_resource(obj):
+        # A kind nobody listed, or a listed one with no pod spec where its row reads: found by their shape
+        pods = targets_at(obj, discover(obj))
+        discovered = bool(pods)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
@@ -83,18 +121,97 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         for rule in rules.pod_rules_for(gpu=analysis.is_gpu_pod, online=online):
             _check(deadline)
             # An operator's flat spec is read as a container it is not: no patch is offered against it.
-            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems, fixable=not pod.flat,
-                     assumed=ctx.driver_policy.assumed_severity)
+            _collect(rule, _run(rule, analysis, ctx, result), result, ref, sev, seen_problems,
+                     fixable=not (pod.flat or discovered), assumed=ctx.driver_policy.assumed_severity)
         for pointer, message in analysis.dra_notes:  # DRA claims that could not be checked: said, not silent
             if (pointer, message) not in seen_problems:
                 seen_problems.add((pointer, message))
                 result.problems.append(Diagnostic("", message, pointer=pointer, severity=Severity.INFO, kind="note"))
+        for note in assumed_classes(analysis):
+            if note not in result.assumed_classes:
+                result.assumed_classes.append(note)
+        if analysis.is_gpu_pod or pod.unknown_gpu:
+            result.gpu = True
+            result.unchecked.extend(_unchecked(analysis, ref, discovered))
+            if discovered:
+                where = pod.template_pointer or pod.pointer
+                what = (f"{ref.kind} ({api_group(ref.api_version or '')}) "
+                        + ("has no pod spec where the workload-kinds table reads it" if workload_kind(obj, ctx.kb.kinds)
+                           else "is not in the workload-kinds table"))
+                message = (f"{what}: the pod {'template' if pod.template_pointer else 'spec'} at {where} was found by "
+                           "its shape and checked as a pod (a row in a rules directory's data/ reads it as its "
+                           "operator does; docs/workloads.md)")
+                result.problems.append(Diagnostic("", message, pointer=where, severity=Severity.INFO, kind="note"))
     return result
 
 
 def _check(deadline: float | None) -> None:
     if deadline is not None and time.monotonic() > deadline:
         raise OverBudget("over its time budget")
+
+
+def _pins_nvidia_labels(spec: JsonObject) -> bool:
+    """Whether the pod's node selection names a GPU Feature Discovery label (a driver, CUDA or GPU pin)."""
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict) and any(str(k).startswith("nvidia.com/") for k in selector):
+        return True
+    return any(isinstance(e, dict) and str(e.get("key", "")).startswith("nvidia.com/")
+               for term in required_terms(spec) or [] for e in sequence(term.get("matchExpressions")))
+
+
+def assumed_classes(analysis: PodAnalysis) -> list[tuple[str, str]]:
+    """The DeviceClasses of the pod's GPU requests that are in neither the input nor --nodes (read as NVIDIA's DRA
+    driver chart installs them): one note per pod and class, naming it."""
+    out: dict[str, tuple[str, str]] = {}
+    for r in analysis.dra_gpu_requests:
+        for ra in r.alternatives:
+            cls = ra.device_class
+            if cls is not None and cls.source not in ("input", "cluster") and cls.name not in out:
+                out[cls.name] = (r.pointer, f"DeviceClass {cls.name!r} of {r.what} is in neither the input nor "
+                                            f"--nodes: read as {cls.source} defines it")
+    return list(out.values())
+
+
+def asks_for_gpu(obj: JsonObject, kinds: KindTable | None = None) -> bool:
+    """Whether ``obj`` (read as its kind, or by shape) has a container that asks for a GPU resource in a quantity
+    other than 0 (a placeholder counts): for objects that are not evaluated (unrendered templates)."""
+    pods = pod_targets(obj, kinds)
+    if not pods and is_custom_resource(obj):
+        pods = targets_at(obj, discover(obj))
+    return any((quantity_int(v) or 0) > 0 or quantity_int(v) is None
+               for pod in pods for c in pod.containers for v in container_gpu_requests(c).values())
+
+
+def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[tuple[str, str]]:
+    """What of a GPU pod could not be checked, and why (the coverage's not-checked reasons)."""
+    pod = analysis.pod
+    out: list[tuple[str, str]] = [(p, f"GPU request not read: {why}") for p, why in pod.unknown_gpu]
+    if discovered:
+        out.append((pod.template_pointer or pod.pointer, f"kind found only by structure: {ref.kind} at "
+                                                         f"{pod.template_pointer or pod.pointer}"))
+    for c, requests in analysis.gpu_containers:
+        for resource, value in requests.items():
+            if quantity_int(value) is None:
+                out.append((f"{c.pointer}/resources", f"placeholder in a quantity: {resource}: {value!r} in "
+                                                      f"container {c.name}"))
+        runtime = analysis.runtime(c)
+        if runtime.version is None:
+            if runtime.absent and "not an image reference" in runtime.problem:
+                out.append((runtime.pointer, f"template not rendered: {runtime.problem} (container {c.name})"))
+            elif not runtime.absent:
+                out.append((runtime.pointer, f"image CUDA unknown: {runtime.problem or runtime.origin} "
+                                             f"(container {c.name})"))
+    for pointer, message in analysis.dra_notes:
+        out.append((pointer, f"DRA: {message}"))
+    for pointer, message in assumed_classes(analysis):
+        out.append((pointer, f"DRA: {message}"))
+    if analysis.dra_gpu_requests and not analysis.dra_inventory_known:
+        out.append((analysis.dra_gpu_requests[0].pointer, "DRA: no ResourceSlices in the input or --nodes: the devices "
+                                                          "its claims would get were not allocated"))
+    if analysis.ctx.cluster is None and not analysis.pinned_classes and not analysis.dra_pins and \
+            not _pins_nvidia_labels(pod.spec):
+        out.append((pod.pointer, "no nodes known: no --nodes file, and its node selection pins no GPU or driver"))
+    return out
 
 
 def _run(rule: Rule, target: PodAnalysis | ObjectTarget, ctx: EvalContext, result: EvalResult) -> list[Outcome]:

@@ -23,6 +23,7 @@ from compatcheck.core.versions import (
     parse_driver_version,
     parse_version,
 )
+from compatcheck.core.workloads import KindTable, KindTableError, build_kind_table
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -244,6 +245,8 @@ class KnowledgeBase:
     # (X, Y, Z) for that release only (NVIDIA_REQUIRE_CUDA differs between some patch releases: 11.7.0 vs 11.7.1).
     forward_compat: dict[tuple[int, ...], ForwardSpec] = field(default_factory=dict)
     mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
+    # Workload kinds (table workload-kinds, an admin's rows first); None: the built-in table (workloads.default_kinds).
+    kinds: KindTable | None = None
     _image_cache: dict[str, ImageFacts | None] = field(default_factory=dict, repr=False)
     _branch_cache: dict[Version, int | None] = field(default_factory=dict, repr=False)
     _verdict_cache: dict[tuple[Version, Version | None, Version | None], DriverVerdict] = field(
@@ -312,6 +315,11 @@ class KnowledgeBase:
             # form, '+' replaced by '.' (nvidia.com/mig-1g.10gb.me); '-me' stays as it is.
             kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
                                     frozenset(mig_resource_profile(p) for p in row["profiles"])))
+        if "workload-kinds" in tables:
+            try:
+                kb.kinds = build_kind_table(tables["workload-kinds"])
+            except KindTableError as exc:
+                raise KnowledgeError(str(exc)) from exc
         return kb
 
     # ------------------------------------------------------------------ driver / runtime

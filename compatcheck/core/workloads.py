@@ -1,7 +1,10 @@
-"""Where pod specs live in each kind: the single kind -> pod-spec path table.
+"""Where pod specs live in each kind: the kind -> pod-spec path table, built from the data table
+``rules/data/workload-kinds.yaml`` (and an admin's rows, ``<rules-dir>/data/*.yaml`` of table ``workload-kinds``).
 
 Every consumer (engine, fixes, webhook, CLI) finds pod specs and containers through this module; no
-other module may hard-code a path such as ``/spec/template/spec``. Pure: no I/O.
+other module may hard-code a path such as ``/spec/template/spec``. Pure: no I/O. The table is built from rows
+(``build_kind_table``) that ``compatcheck.io.loader`` reads; the built-in one is installed there as the default of
+``pod_targets`` (``install_default_kinds``), and an evaluation with admin rows passes its own (``EvalContext.kinds``).
 
 A ``template`` location holds ``{metadata, spec}`` (a PodTemplateSpec); a ``podspec`` location holds the
 PodSpec fields directly (KServe predictors, LLMInferenceService templates, ServingRuntimes); a ``flat`` location is
@@ -10,17 +13,19 @@ TrainJob trainer, production-stack's VLLMRuntime), read as that container (``Fla
 fields (nodeSelector, affinity, tolerations) the spec itself has.
 ``*`` in a pattern matches every key of a mapping or every item of a list.
 
-GPU requests written outside a container's resources count as the container's: Dynamo v1alpha1's
-``services.<name>.resources.limits.gpu`` (``PodLocation.gpu_field``), and KAI Scheduler's GPU sharing
-annotations ``gpu-fraction`` / ``gpu-memory`` (one shared GPU for the first container, or the one
-``gpu-fraction-container-name`` names; https://github.com/NVIDIA/KAI-Scheduler/tree/main/docs/gpu-sharing).
+GPU requests written outside a container's resources count as the container's: an operator's own fields
+(``PodLocation.gpu_fields``: Dynamo v1alpha1's ``services.<name>.resources.limits.gpu``, MPIJob v1alpha1's
+``gpus``, a MIG partition or an instance-type name), and KAI Scheduler's GPU sharing annotations ``gpu-fraction`` /
+``gpu-memory`` (one shared GPU for the first container, or the one ``gpu-fraction-container-name`` names;
+https://github.com/NVIDIA/KAI-Scheduler/tree/main/docs/gpu-sharing). KAI's stay code: which container they give
+the GPU to is a rule over annotations of any kind (they are a scheduler's, not a kind's), not a path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence, text
 from compatcheck.core.model import ObjectRef
@@ -48,15 +53,31 @@ class FlatContainer:
 
 
 @dataclass(frozen=True)
+class GpuField:
+    """A GPU request an operator writes outside the containers, relative to the location (``..`` goes up): a count
+    of ``resource``; a value naming one unit of ``resource_from_value`` (``{}`` is the value: a MIG partition); or a
+    name that ``values`` maps to resources (a resource profile, an instance type). ``per_pod`` False: the count is
+    the whole job's, which the operator spreads over its pods (read as at least one GPU per pod)."""
+
+    path: str
+    resource: str | None = None
+    resource_from_value: str | None = None
+    values: tuple[tuple[str, tuple[tuple[str, Json], ...]], ...] = ()
+    per_pod: bool = True
+    share: bool = False  # the value is a fraction of one shared GPU (KubeShare's "0.4"): one GPU when above 0
+
+
+@dataclass(frozen=True)
 class PodLocation:
     pattern: str
     shape: Shape = "template"
     # Fields of a podspec location that each hold ONE container (KServe's framework shortcuts).
     single_containers: tuple[str, ...] = ()
-    # A GPU count the operator writes beside the pod spec, relative to the location (".." goes up), for its
-    # single containers: (pointer, the resource it counts).
-    gpu_field: tuple[str, str] | None = None
+    # GPU requests the operator writes beside the pod spec (for its single containers, or else its first container).
+    gpu_fields: tuple[GpuField, ...] = ()
     flat: FlatContainer | None = None
+    # Fields the operator fills into the pod spec when absent: (pointer from the pod spec, value).
+    defaults: tuple[tuple[str, Json], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,115 +85,163 @@ class WorkloadKind:
     groups: tuple[str, ...]
     kind: str
     locations: tuple[PodLocation, ...]
+    versions: tuple[str, ...] = ()  # () : every version
+    resource: str = ""  # the plural (default: the kind in lower case + "s")
+    scope: str = "Namespaced"
+    not_served: tuple[str, ...] = ()  # groups no supported API server serves (the chart routes nothing for them)
+    source: str = ""
+
+    @property
+    def plural(self) -> str:
+        return self.resource or self.kind.lower() + "s"
 
 
-def _t(*patterns: str) -> tuple[PodLocation, ...]:
-    return tuple(PodLocation(p) for p in patterns)
+class KindTableError(ValueError):
+    """A row of the workload-kinds table that cannot be used (what the schema cannot see)."""
 
 
-_KSERVE_FRAMEWORKS = ("model", "tensorflow", "pytorch", "sklearn", "xgboost", "onnx", "triton", "lightgbm",
-                      "paddle", "pmml", "huggingface")
-_KSERVE_COMPONENTS = tuple(
-    loc
-    for component in ("predictor", "transformer", "explainer")
-    for loc in (
-        PodLocation(f"/spec/{component}", "podspec", (*_KSERVE_FRAMEWORKS, "alibi", "art")),
-        PodLocation(f"/spec/{component}/workerSpec", "podspec"),
-    )
-)
-_RAY_GROUPS = ("/headGroupSpec/template", "/workerGroupSpecs/*/template")
+class KindTable:
+    """The kinds, looked up by (API group, kind, version): the first row of a group and kind whose versions hold
+    the object's version (or that names none) wins, so an admin's row (read first) replaces the built-in one. An
+    object of a version no row names is read with every location its group and kind have in any row."""
 
-WORKLOAD_KINDS: tuple[WorkloadKind, ...] = (
-    WorkloadKind(("",), "Pod", _t("")),
-    WorkloadKind(("",), "PodTemplate", _t("/template")),
-    WorkloadKind(("",), "ReplicationController", _t("/spec/template")),
-    WorkloadKind(("apps", "extensions"), "Deployment", _t("/spec/template")),
-    WorkloadKind(("apps",), "StatefulSet", _t("/spec/template")),  # extensions/v1beta1 never served it
-    WorkloadKind(("apps", "extensions"), "DaemonSet", _t("/spec/template")),
-    WorkloadKind(("apps", "extensions"), "ReplicaSet", _t("/spec/template")),
-    WorkloadKind(("batch",), "Job", _t("/spec/template")),
-    WorkloadKind(("batch",), "CronJob", _t("/spec/jobTemplate/spec/template")),
-    WorkloadKind(("apps.openshift.io",), "DeploymentConfig", _t("/spec/template")),
-    WorkloadKind(("argoproj.io",), "Rollout", _t("/spec/template")),
-    WorkloadKind(("kubeflow.org",), "PyTorchJob", _t("/spec/pytorchReplicaSpecs/*/template")),
-    WorkloadKind(("kubeflow.org",), "TFJob", _t("/spec/tfReplicaSpecs/*/template")),
-    WorkloadKind(("kubeflow.org",), "PaddleJob", _t("/spec/paddleReplicaSpecs/*/template")),
-    WorkloadKind(("kubeflow.org",), "MPIJob", _t("/spec/mpiReplicaSpecs/*/template")),
-    WorkloadKind(("kubeflow.org",), "XGBoostJob", _t("/spec/xgbReplicaSpecs/*/template")),
-    WorkloadKind(("kubeflow.org",), "JAXJob", _t("/spec/jaxReplicaSpecs/*/template")),
-    WorkloadKind(("batch.paddlepaddle.org",), "PaddleJob", _t("/spec/ps/template", "/spec/worker/template",
-                                                              "/spec/heter/template")),
-    WorkloadKind(("ray.io",), "RayCluster", _t(*(f"/spec{g}" for g in _RAY_GROUPS))),
-    WorkloadKind(("ray.io",), "RayJob", _t(*(f"/spec/rayClusterSpec{g}" for g in _RAY_GROUPS),
-                                           "/spec/submitterPodTemplate")),
-    WorkloadKind(("ray.io",), "RayService", _t(*(f"/spec/rayClusterConfig{g}" for g in _RAY_GROUPS))),
-    WorkloadKind(("orchestration.aibrix.ai",), "RayClusterFleet",
-                 _t(*(f"/spec/template/spec{g}" for g in _RAY_GROUPS))),
-    WorkloadKind(("jobset.x-k8s.io",), "JobSet", _t("/spec/replicatedJobs/*/template/spec/template")),
-    WorkloadKind(("leaderworkerset.x-k8s.io",), "LeaderWorkerSet",
-                 _t("/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate")),
-    WorkloadKind(("batch.volcano.sh",), "Job", _t("/spec/tasks/*/template")),
-    WorkloadKind(("serving.kserve.io",), "InferenceService", _KSERVE_COMPONENTS),
-    WorkloadKind(("serving.kserve.io",), "InferenceGraph", ()),
-    WorkloadKind(("serving.kserve.io",), "LLMInferenceService", (
-        PodLocation("/spec/template", "podspec"), PodLocation("/spec/worker", "podspec"),
-        PodLocation("/spec/prefill/template", "podspec"), PodLocation("/spec/prefill/worker", "podspec"))),
-    WorkloadKind(("serving.kserve.io",), "ServingRuntime", (PodLocation("/spec", "podspec"),)),
-    WorkloadKind(("serving.kserve.io",), "ClusterServingRuntime", (PodLocation("/spec", "podspec"),)),
-    WorkloadKind(("serving.knative.dev",), "Service", _t("/spec/template")),
-    WorkloadKind(("sharedgpu.goc",), "SharePod", (PodLocation("/spec", "podspec"),)),
-    # NVIDIA NIM Operator: a NIMService is one container (image {repository, tag}) with its own placement fields.
-    WorkloadKind(("apps.nvidia.com",), "NIMService", (
-        PodLocation("/spec", "flat", flat=FlatContainer("nim", ("repository", "tag"))),)),
-    # NVIDIA Dynamo: v1alpha1 services.<name>.extraPodSpec (a PodSpec plus mainContainer, the GPU count in
-    # services.<name>.resources.limits.gpu); v1beta1 components[].podTemplate (a PodTemplateSpec).
-    WorkloadKind(("nvidia.com",), "DynamoGraphDeployment", (
-        PodLocation("/spec/services/*/extraPodSpec", "podspec", ("mainContainer",),
-                    gpu_field=("../resources/limits/gpu", "nvidia.com/gpu")),
-        PodLocation("/spec/components/*/podTemplate"))),
-    # Grove (the PodCliqueSets Dynamo deploys through): each clique's spec.podSpec.
-    WorkloadKind(("grove.io",), "PodCliqueSet", (PodLocation("/spec/template/cliques/*/spec/podSpec", "podspec"),)),
-    # Kubeflow Trainer v2: runtimes hold a JobSet template; a TrainJob's trainer is one container whose resources are
-    # resourcesPerNode (its placement comes from the runtime).
-    WorkloadKind(("trainer.kubeflow.org",), "TrainingRuntime",
-                 _t("/spec/template/spec/replicatedJobs/*/template/spec/template")),
-    WorkloadKind(("trainer.kubeflow.org",), "ClusterTrainingRuntime",
-                 _t("/spec/template/spec/replicatedJobs/*/template/spec/template")),
-    WorkloadKind(("trainer.kubeflow.org",), "TrainJob", (
-        PodLocation("/spec/trainer", "flat", flat=FlatContainer("trainer", resources="resourcesPerNode")),)),
-    # vLLM production-stack: deploymentConfig {image {registry, name}, resources {gpu}} and the vLLM arguments the
-    # operator builds (deploymentForVLLMRuntime in operator/internal/controller/vllmruntime_controller.go).
-    WorkloadKind(("production-stack.vllm.ai",), "VLLMRuntime", (
-        PodLocation("/spec/deploymentConfig", "flat", flat=FlatContainer(
-            "vllm", ("registry", "name"), "/", gpu_count=("gpu", "nvidia.com/gpu"), flags=(
-                ("", "../model/modelURL"), ("--max-model-len", "../model/maxModelLen"),
-                ("--dtype", "../model/dtype"), ("--tensor-parallel-size", "../vllmConfig/tensorParallelSize")),
-            extra_args="../vllmConfig/extraArgs")),)),
-)
+    def __init__(self, kinds: Sequence[WorkloadKind]) -> None:
+        self.kinds = tuple(kinds)
+        self._by_key: dict[tuple[str, str], list[WorkloadKind]] = {}
+        for wk in self.kinds:
+            for g in wk.groups:
+                self._by_key.setdefault((g, wk.kind), []).append(wk)
+        self._union: dict[tuple[str, str], WorkloadKind] = {}
+        for key, rows in self._by_key.items():
+            if len(rows) > 1:
+                locations: list[PodLocation] = []  # in row order, each once (a location's defaults may be unhashable)
+                for loc in (loc for wk in rows for loc in wk.locations):
+                    if loc not in locations:
+                        locations.append(loc)
+                self._union[key] = WorkloadKind(rows[0].groups, key[1], tuple(locations), (), rows[0].resource,
+                                                rows[0].scope, rows[0].not_served, rows[0].source)
+        self.names = frozenset(kind for _group, kind in self._by_key)
 
-_BY_KEY: dict[tuple[str, str], WorkloadKind] = {}
-for _wk in WORKLOAD_KINDS:
-    for _g in _wk.groups:
-        key = (_g, _wk.kind)
-        if key in _BY_KEY:
-            raise RuntimeError(f"workload kind {key} declared twice")
-        _BY_KEY[key] = _wk
+    def lookup(self, group: str, kind: str, version: str) -> WorkloadKind | None:
+        rows = self._by_key.get((group, kind))
+        if not rows:
+            return None
+        for wk in rows:
+            if not wk.versions or version in wk.versions:
+                return wk
+        return self._union.get((group, kind), rows[0])
+
+    def keys(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self._by_key)
 
 
-def known_kind_names() -> frozenset[str]:
+# Groups whose kinds the chart routes in its own rules (built-in Kubernetes APIs); every other group of the table is
+# a custom resource, routed by webhook.customResources.
+BUILTIN_GROUPS = frozenset({"", "apps", "batch", "extensions"})
+
+
+def custom_resource_routes(kinds: KindTable) -> list[dict[str, Any]]:
+    """The chart's ``webhook.customResources`` for ``kinds``: one rule per API group and scope, in table order, of
+    every custom resource with a pod location in a group some API server still serves."""
+    routes: dict[tuple[str, str], list[str]] = {}
+    for wk in kinds.kinds:
+        if not wk.locations:
+            continue
+        for g in wk.groups:
+            if g in BUILTIN_GROUPS or g in wk.not_served:
+                continue
+            plurals = routes.setdefault((g, wk.scope), [])
+            if wk.plural not in plurals:
+                plurals.append(wk.plural)
+    out: list[dict[str, Any]] = []
+    for (g, scope), plurals in routes.items():
+        rule: dict[str, Any] = {"apiGroups": [g], "resources": plurals}
+        if scope != "Namespaced":
+            rule["scope"] = scope
+        out.append(rule)
+    return out
+
+
+def _ptr_ok(p: Any, what: str) -> str:
+    if not isinstance(p, str):
+        raise KindTableError(f"{what}: expected a string")
+    return p
+
+
+def build_kind_table(rows: Sequence[Mapping[str, Any]]) -> KindTable:
+    """The table from rows of ``workload-kinds`` (schema-valid; an admin's first)."""
+    kinds: list[WorkloadKind] = []
+    for i, row in enumerate(rows):
+        where = f"workload-kinds rows[{i}]"
+        groups, names = tuple(row["groups"]), tuple(row["kinds"])
+        plurals = tuple(row.get("resources") or ())
+        if plurals and len(plurals) != len(names):
+            raise KindTableError(f"{where}: resources must name one resource per kind ({len(names)})")
+        locations = tuple(_location(loc, f"{where} locations[{j}]") for j, loc in enumerate(row["locations"]))
+        for k, name in enumerate(names):
+            kinds.append(WorkloadKind(groups, name, locations, tuple(row.get("versions") or ()),
+                                      plurals[k] if plurals else "", row.get("scope", "Namespaced"),
+                                      tuple(row.get("notServed") or ()), str(row.get("source", ""))))
+    return KindTable(kinds)
+
+
+def _location(loc: Mapping[str, Any], where: str) -> PodLocation:
+    shape = loc.get("shape", "template")
+    flat: FlatContainer | None = None
+    if shape == "flat":
+        c = loc["container"]
+        image = c.get("image") or {}
+        count = c.get("gpuCount")
+        flat = FlatContainer(c["name"], tuple(image.get("parts") or ()), image.get("separator", ":"),
+                             c.get("resources", "resources"),
+                             (count["field"], count["resource"]) if count else None,
+                             tuple((f["flag"], _ptr_ok(f["path"], where)) for f in c.get("flags") or ()),
+                             c.get("extraArgs"))
+    gpu_fields = tuple(GpuField(_ptr_ok(g["path"], where), g.get("resource"), g.get("resourceFromValue"),
+                                tuple((str(k), tuple(v.items())) for k, v in (g.get("values") or {}).items()),
+                                bool(g.get("perPod", True)), bool(g.get("share", False)))
+                       for g in loc.get("gpuFields") or ())
+    return PodLocation(_ptr_ok(loc["path"], where), shape, tuple(loc.get("singleContainers") or ()), gpu_fields, flat,
+                       tuple((loc.get("defaults") or {}).items()))
+
+
+_default: KindTable | None = None
+_provider: Callable[[], KindTable] | None = None
+
+
+def install_default_kinds(provider: Callable[[], KindTable]) -> None:
+    """Where the built-in table comes from (``compatcheck.io.loader`` reads it, once, when first needed)."""
+    global _default, _provider
+    _default, _provider = None, provider
+
+
+def default_kinds() -> KindTable:
+    global _default
+    if _default is None:
+        if _provider is None:
+            raise RuntimeError("no workload-kinds table installed (import compatcheck.io.loader)")
+        _default = _provider()
+    return _default
+
+
+def known_kind_names(kinds: KindTable | None = None) -> frozenset[str]:
     """Every kind name in the table (for bounding metric labels to a closed set)."""
-    return frozenset(kind for _group, kind in _BY_KEY)
+    return (kinds or default_kinds()).names
 
 
 def api_group(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
-def workload_kind(obj: JsonObject) -> WorkloadKind | None:
+def api_version_of(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[1] if "/" in api_version else api_version
+
+
+def workload_kind(obj: JsonObject, kinds: KindTable | None = None) -> WorkloadKind | None:
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
-    return _BY_KEY.get((api_group(api_version), kind))
+    return (kinds or default_kinds()).lookup(api_group(api_version), kind, api_version_of(api_version))
 
 
 def object_ref(obj: JsonObject) -> ObjectRef:
@@ -223,6 +292,8 @@ class PodTarget:
     template_pointer: str | None = None
     template_annotations: JsonObject | None = None
     flat: bool = False  # an operator's flat spec, read as one container (FlatContainer)
+    # GPU requests of the operator's own fields that the table cannot read (pointer, why): not checked, said so.
+    unknown_gpu: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _walk(node: Json, tokens: list[str], prefix: str) -> Iterator[tuple[str, Json]]:
@@ -250,17 +321,23 @@ def _str_map(value: Json) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items() if v is not None}
 
 
-def pod_targets(obj: JsonObject) -> list[PodTarget]:
-    """Every pod spec in ``obj`` (empty for kinds that carry none)."""
-    wk = workload_kind(obj)
+def pod_targets(obj: JsonObject, kinds: KindTable | None = None) -> list[PodTarget]:
+    """Every pod spec in ``obj`` (empty for kinds that carry none, and for kinds not in ``kinds``: the built-in
+    table when None)."""
+    wk = workload_kind(obj, kinds)
     if wk is None:
         return []
+    return targets_at(obj, wk.locations)
+
+
+def targets_at(obj: JsonObject, locations: Sequence[PodLocation]) -> list[PodTarget]:
+    """The pod targets of ``obj`` at ``locations`` (a kind's, or those structural discovery found)."""
     ref = object_ref(obj)
     meta = mapping(obj.get("metadata"))
     obj_annotations = _str_map(meta.get("annotations"))
     obj_labels = _str_map(meta.get("labels"))
     out: list[PodTarget] = []
-    for loc in wk.locations:
+    for loc in locations:
         for pointer, node in _walk(obj, split_pointer(loc.pattern), ""):
             if not isinstance(node, dict):
                 continue
@@ -280,21 +357,77 @@ def pod_targets(obj: JsonObject) -> list[PodTarget]:
                 annotations, labels = obj_annotations, obj_labels
             if not isinstance(spec, dict):
                 continue
+            if loc.defaults:
+                spec = _with_defaults(spec, loc.defaults)
             if loc.flat is not None:
                 containers = [_flat_container(obj, spec, spec_pointer, loc.flat)]
             else:
                 containers = _containers(spec, spec_pointer, loc.single_containers)
-            if loc.gpu_field is not None:
-                where = _relative(pointer, loc.gpu_field[0])
-                count = _at(obj, where)
-                if count is not None:
-                    for c in containers:
-                        if c.rel.count("/") == 1 and c.rel[1:] in loc.single_containers:
-                            c.implied_gpu, c.implied_pointer = {loc.gpu_field[1]: count}, where
+            unknown: list[tuple[str, str]] = []
+            for gf in loc.gpu_fields:
+                _operator_gpu(obj, pointer, gf, loc.single_containers, containers, unknown)
             _kai_sharing(containers, annotations, template_pointer or "")
             out.append(PodTarget(ref, obj, spec_pointer, spec, annotations, labels, containers, template_pointer,
-                                 template_annotations, loc.flat is not None))
+                                 template_annotations, loc.flat is not None, unknown))
     return out
+
+
+def _with_defaults(spec: JsonObject, defaults: tuple[tuple[str, Json], ...]) -> JsonObject:
+    """``spec`` with the fields its operator fills in where absent (copied along each default's path only: the
+    containers stay the objects written, so pointers and fixes still reach them)."""
+    out = dict(spec)
+    for pointer, value in defaults:
+        tokens = split_pointer(pointer)
+        node = out
+        for t in tokens[:-1]:
+            child = node.get(t)
+            if child is None:
+                child = {}
+            elif not isinstance(child, dict):
+                break
+            node[t] = child = dict(child)
+            node = child
+        else:
+            node.setdefault(tokens[-1], value)
+    return out
+
+
+def _operator_gpu(obj: JsonObject, pointer: str, gf: GpuField, singles: tuple[str, ...],
+                  containers: list[ContainerTarget], unknown: list[tuple[str, str]]) -> None:
+    """An operator's own GPU field: its request counts as the single containers' (or else the first regular
+    container's)."""
+    where = _relative(pointer, gf.path)
+    value = _at(obj, where)
+    if value is None or isinstance(value, bool):
+        return
+    implied: dict[str, Json] = {}
+    if gf.resource is not None:
+        if gf.share:
+            try:
+                fraction = float(str(value))
+            except ValueError:
+                fraction = None  # not a number (a placeholder): kept as written, so the request is not read as 0
+            if fraction is not None and fraction <= 0:
+                return
+            value = 1 if fraction is not None else value
+        elif not gf.per_pod and isinstance(value, int | float) and value > 0:
+            value = 1  # the job's total: each pod gets part of it, at least one
+        implied = {gf.resource: value}
+    elif gf.resource_from_value is not None:
+        if not isinstance(value, str) or not value.strip():
+            return
+        implied = {gf.resource_from_value.replace("{}", value.strip()): 1}
+    else:
+        found = dict(gf.values).get(str(value))
+        if found is None:
+            unknown.append((where, f"{value!r} is not a profile the workload-kinds table knows: its GPUs are unknown"))
+            return
+        implied = dict(found)
+    chosen = [c for c in containers if c.rel.count("/") == 1 and c.rel[1:] in singles] or \
+        [c for c in containers if not c.init][:1]
+    for c in chosen:
+        if not c.implied_gpu:
+            c.implied_gpu, c.implied_pointer = implied, where
 
 
 KAI_FRACTION, KAI_MEMORY, KAI_CONTAINER = "gpu-fraction", "gpu-memory", "gpu-fraction-container-name"
@@ -321,7 +454,7 @@ def _relative(pointer: str, rel: str) -> str:
         if t == "..":
             tokens = tokens[:-1]
         elif t:
-            tokens.append(t)
+            tokens.append(t.replace("~1", "/").replace("~0", "~"))
     return "".join(f"/{escape_token(t)}" for t in tokens)
 
 

@@ -5,6 +5,7 @@ the baseline. I/O lives in ``manifests``/``loader``; this module orchestrates an
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -17,12 +18,12 @@ from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
 from compatcheck.core.drakinds import KINDS as DRA_KINDS
 from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
-from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, evaluate
+from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import known_kind_names, object_ref
+from compatcheck.core.workloads import KindTable, default_kinds, object_ref
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes, may_hold_crl
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
@@ -35,7 +36,7 @@ from compatcheck.io.manifests import (
     parse_text,
     read_file,
 )
-from compatcheck.report.model import LintReport, Silenced
+from compatcheck.report.model import LintReport, NotChecked, Silenced
 
 if TYPE_CHECKING:  # registry lookups and baselines: imported when used (a plain lint starts without them)
     from compatcheck.io import baseline as baseline_mod
@@ -65,23 +66,47 @@ class LintOptions:
     object_budget: float = OBJECT_BUDGET  # seconds per object (engine.OBJECT_BUDGET)
 
 
-# Kinds that hold pod specs, and those the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and
-# templates (what the pods' claims resolve to; ServingRuntimes hold pod specs already).
-_POD_KINDS = known_kind_names() | frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
+# Kinds the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and templates (what the pods' claims
+# resolve to; ServingRuntimes hold pod specs already).
+_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
 
 
-def may_matter(kind: str, text: str) -> bool:
+def may_matter(kind: str, text: str, kinds: KindTable | None = None) -> bool:
     """Whether a document of ``kind`` (its text: ``text``) can matter to a lint: a kind that holds pod specs
-    (``compatcheck.core.workloads``) or that they read (DRA claims, templates and classes), a List, or a ConfigMap
-    that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services, RBAC) is skipped before
-    the position-tracking parse, and so is a List whose items a cheap scan finds to be all of such kinds (a List
-    of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
-    if kind in _POD_KINDS:
+    (the workload-kinds table, ``kinds`` or the built-in one), one that they read (DRA claims, templates and
+    classes), a document of another kind that has containers and mentions GPUs (structural discovery reads it), a
+    List, or a ConfigMap that may be a cf-crl CRL. Every other document (CRDs, dashboards in ConfigMaps, Services,
+    RBAC) is skipped before the position-tracking parse, and so is a List whose items a cheap scan finds to be all of
+    such kinds (a List of CRDs): a List whose items it cannot tell, or that holds a List, is parsed."""
+    if kind in (kinds or default_kinds()).names or kind in _READ_KINDS:
         return True
     if kind.endswith("List"):
         items = list_items(text)
-        return items is None or any(k.endswith("List") or may_matter(k, t) for k, t in items)
+        return items is None or any(k.endswith("List") or may_matter(k, t, kinds) for k, t in items)
+    if kind not in _NEVER_WORKLOADS and "containers" in text and "image" in text and _GPU_TOKEN.search(text):
+        return True
     return may_hold_crl(kind, text)
+
+
+# Built-in kinds that never hold a pod spec, however much their text says "containers" (structural discovery
+# looks into custom resources only).
+_NEVER_WORKLOADS = frozenset({"CustomResourceDefinition", "ConfigMap", "Secret", "Service", "Node", "Namespace",
+                              "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount",
+                              "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "Ingress",
+                              "NetworkPolicy", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Endpoints",
+                              "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "LimitRange",
+                              "ResourceQuota", "PriorityClass", "RuntimeClass"})
+
+
+# What a document's text must mention for structural discovery to parse a kind the table does not know: a GPU
+# resource or annotation (nvidia.com/gpu, nvidia.com/mig-*, amd.com/gpu, gpu-fraction, ...).
+_GPU_TOKEN = re.compile(r"gpu|nvidia\.com/|amd\.com/|\bmig-", re.IGNORECASE)
+
+
+def _wanted(kinds: KindTable | None) -> Callable[[str, str], bool]:
+    if kinds is None:
+        return may_matter
+    return lambda kind, text: may_matter(kind, text, kinds)
 
 
 @dataclass
@@ -107,12 +132,12 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     if texts is not None:
         files = list(texts)
         for name, text in texts.items():
-            parsed.append(parse_text(name, text, wanted=may_matter))
+            parsed.append(parse_text(name, text, wanted=_wanted(loaded.kb.kinds)))
     else:
         files, errors = expand_paths(paths, options.exclude)
         report.add(errors)
         for f in files:
-            pf = read_file(f, options.max_bytes, wanted=may_matter)
+            pf = read_file(f, options.max_bytes, wanted=_wanted(loaded.kb.kinds))
             if not keep_text:
                 pf.text = None
             parsed.append(pf)
@@ -148,7 +173,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
                       admission_plugins=options.config.admission_plugins, driver_policy=options.config.driver_policy)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
-        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report))
+        ctx = ctx.with_registry(_image_configs(parsed, cluster, options, report, loaded.kb.kinds))
     return parsed, ctx
 
 
@@ -218,7 +243,7 @@ def _dra_api_versions(parsed: list[ParsedFile], options: LintOptions) -> list[Di
 
 
 def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: LintOptions,
-                   report: LintReport) -> dict[str, RegistryFacts]:
+                   report: LintReport, kinds: KindTable | None = None) -> dict[str, RegistryFacts]:
     """What the configs of the GPU containers' images say: from --image-facts files, the cache and, with lookups
     on, their registries. Problems are notes (or errors, for an invalid --image-facts file)."""
     from compatcheck.io import imagefacts
@@ -228,7 +253,7 @@ def _image_configs(parsed: list[ParsedFile], cluster: Cluster | None, options: L
     for pf in parsed:
         for doc in pf.documents:
             for prefix, obj in iter_objects(doc):
-                for image, pointer in lookup_images(obj).items():
+                for image, pointer in lookup_images(obj, kinds).items():
                     if image not in wanted:
                         path, line, _col = _where(doc, prefix + pointer, options)
                         wanted[image] = imagefacts.Where(path, line)
@@ -285,11 +310,50 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 for problem in result.problems:
                     path, line, col = _where(doc, prefix + problem.pointer, options)
                     report.add([replace(problem, path=path, line=line, column=col, pointer=prefix + problem.pointer)])
+                for pointer, message in result.assumed_classes:  # a note per DRA pod naming a class not in the input
+                    path, line, col = _where(doc, prefix + pointer, options)
+                    report.add([Diagnostic(path, message, line, col, prefix + pointer, severity=Severity.INFO,
+                                           kind="note")])
+                if result.gpu:
+                    report.gpu_workloads += 1
+                    if not result.checked:
+                        ref = object_ref(obj)
+                        for pointer, reason in dict.fromkeys(result.unchecked):
+                            path, line, _col = _where(doc, prefix + pointer, options)
+                            report.not_checked.append(NotChecked(ref, path, line, reason))
                 kept = _filter(located, obj, config, remaining, report, result.pods, options.baseline_root)
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
+        _unrendered(pf, loaded, report, options)
     return report
+
+
+def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
+    """Documents skipped as unrendered templates that ask for a GPU: GPU workloads, not checked (said, not
+    silent)."""
+    for line, data, placeholder in pf.unrendered:
+        items: list[Any] = [data]
+        if isinstance(data, dict) and isinstance(data.get("items"), list):
+            items = data["items"]
+        for obj in items:
+            if isinstance(obj, dict) and asks_for_gpu(obj, loaded.kb.kinds):
+                report.gpu_workloads += 1
+                path = options.source_map(Document(pf.path, 0, obj, line, {}, []), "", line)[0] \
+                    if options.source_map is not None else pf.path
+                what = "placeholder in a quantity" if _in_quantity(obj, placeholder) else "template not rendered"
+                report.not_checked.append(NotChecked(object_ref(obj), path, line, f"{what}: {placeholder!r} (render "
+                                                     "it first: envsubst, helm template)"))
+
+
+def _in_quantity(node: Any, placeholder: str, quantities: bool = False) -> bool:
+    """Whether ``placeholder`` is a value of a ``limits`` or ``requests`` mapping inside ``node``."""
+    if isinstance(node, dict):
+        return any((quantities and isinstance(v, str) and placeholder in v)
+                   or _in_quantity(v, placeholder, k in ("limits", "requests")) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_in_quantity(v, placeholder) for v in node)
+    return False
 
 
 def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:

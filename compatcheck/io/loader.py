@@ -28,6 +28,7 @@ from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.profiles import PROVIDER_LABELS, profile_to_nodes
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
+from compatcheck.core.workloads import KindTable, build_kind_table, install_default_kinds
 from compatcheck.io.manifests import (
     Document,
     expand_paths,
@@ -60,6 +61,18 @@ def packaged_schema(name: str) -> dict[str, Any]:
     text = resources.files("compatcheck.schemas").joinpath(name).read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+@cache
+def builtin_kinds() -> KindTable:
+    """The built-in workload-kinds table (``rules/data/workload-kinds.yaml``; the test-suite validates it), the
+    default of ``compatcheck.core.workloads.pod_targets``."""
+    path = builtin_rules_dir() / "data" / "workload-kinds.yaml"
+    (data,) = load_data(path.read_text("utf-8"))
+    return build_kind_table(data["rows"])
+
+
+install_default_kinds(builtin_kinds)
 
 
 class RuleLoadError(Exception):

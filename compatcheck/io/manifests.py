@@ -94,6 +94,9 @@ class ParsedFile:
     notes: list[Diagnostic]  # severity info, kind "note": what was skipped on purpose
     text: str | None = None
     skipped: int = 0  # documents whose kind cannot matter, skipped unparsed (see ``parse_text``'s ``wanted``)
+    # Documents skipped as unrendered templates (a ${VAR} or {{ }} value): (line, the data read, the placeholder),
+    # for the coverage (a GPU workload among them is "not checked: template not rendered").
+    unrendered: list[tuple[int, Any, str]] = field(default_factory=list)
 
 
 class _DocumentBuilder:
@@ -797,6 +800,7 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
             doc_line = node.start_mark.line + 1 + line_offset
             placeholder = _placeholder(data) if check_templates and ("${" in text or "{{" in text) else None
             if placeholder is not None:
+                result.unrendered.append((doc_line, data, placeholder))
                 result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
                                                 f"({placeholder!r}); skipped (render it first: envsubst, helm "
                                                 "template)", doc_line))

@@ -42,6 +42,7 @@ def render(report: LintReport) -> str:
                       "suppressed": len(report.suppressed)}
     if report.skipped:  # documents of kinds without pod specs, skipped unparsed (only when there are some)
         out["summary"]["documentsWithoutPodSpecs"] = report.skipped
+    out["coverage"] = report.coverage_json()
     if suppressed is not None:
         out["suppressed"] = suppressed
     return json.dumps(out, indent=2) + "\n"

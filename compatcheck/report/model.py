@@ -19,6 +19,25 @@ class Silenced:
     reason: str
 
 
+@dataclass(frozen=True)
+class NotChecked:
+    """A GPU workload (or part of one) that could not be checked, and why: the coverage's explicit record."""
+
+    obj: ObjectRef
+    path: str
+    line: int | None
+    reason: str
+
+    @property
+    def category(self) -> str:
+        """The reason's kind (its text before the first colon: "image CUDA unknown", "DRA", ...)."""
+        return self.reason.split(":", 1)[0]
+
+    def to_json(self) -> dict[str, object]:
+        return {"object": {"kind": self.obj.kind, "namespace": self.obj.namespace, "name": self.obj.name},
+                "file": self.path, "line": self.line, "reason": self.reason}
+
+
 @dataclass
 class LintReport:
     findings: list[Finding] = field(default_factory=list)
@@ -39,6 +58,9 @@ class LintReport:
     tool_version: str = ""
     # The repository root (absolute) that SARIF names files relative to; "" = the working directory.
     source_root: str = ""
+    # Coverage: the objects that ask for a GPU, and those of them not checked (one record per reason).
+    gpu_workloads: int = 0
+    not_checked: list[NotChecked] = field(default_factory=list)
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""
@@ -55,6 +77,23 @@ class LintReport:
         for f in self.findings:
             out[f.severity.value] += 1
         return out
+
+    def unchecked_objects(self) -> int:
+        return len({(n.path, n.obj) for n in self.not_checked})
+
+    def coverage_line(self) -> str:
+        """``GPU workloads: N, checked C, not checked U (reason: count, ...)``."""
+        unchecked = self.unchecked_objects()
+        by: dict[str, set[tuple[str, ObjectRef]]] = {}
+        for n in self.not_checked:
+            by.setdefault(n.category, set()).add((n.path, n.obj))
+        reasons = ", ".join(f"{k}: {len(v)}" for k, v in sorted(by.items()))
+        return (f"GPU workloads: {self.gpu_workloads}, checked {self.gpu_workloads - unchecked}, not checked "
+                f"{unchecked}" + (f" ({reasons})" if reasons else ""))
+
+    def coverage_json(self) -> dict[str, object]:
+        return {"gpuWorkloads": self.gpu_workloads, "checked": self.gpu_workloads - self.unchecked_objects(),
+                "notChecked": [n.to_json() for n in self.not_checked]}
 
     def rule_url(self, rule_id: str) -> str:
         return f"{self.docs_url}#{rule_id}"

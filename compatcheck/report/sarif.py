@@ -64,6 +64,16 @@ def render(report: LintReport) -> str:
                       "locations": [{"physicalLocation": {"artifactLocation": artifact(e.path, root),
                                                           **({"region": {"startLine": e.line}} if e.line else {})}}]}
                      for e in [*report.errors, *report.warnings]]
+    for n in report.not_checked:  # the coverage's blind spots: never a clean result that only means "not looked at"
+        physical: dict[str, Any] = {"artifactLocation": artifact(n.path, root)}
+        if n.line:
+            physical["region"] = {"startLine": n.line}
+        name = "/".join(x for x in (n.obj.kind, n.obj.namespace, n.obj.name) if x)
+        notifications.append({"level": "note", "descriptor": {"id": "not-checked"},
+                              "message": {"text": f"not checked: {name}: {n.reason}"},
+                              "locations": [{"physicalLocation": physical,
+                                             "logicalLocations": [{"fullyQualifiedName": name, "kind": "object"}]}],
+                              "properties": {"reason": n.category}})
     run: dict[str, Any] = {
         "tool": {"driver": {
             "name": "compatcheck", "version": report.tool_version, "informationUri": report.docs_url,
@@ -77,7 +87,10 @@ def render(report: LintReport) -> str:
                 "properties": {"tags": ["cuda", "gpu", "kubernetes"], "checkType": r.check.name},
             } for r in rules]}},
         "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(root)}},
-        "invocations": [{"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications}],
+        "invocations": [{"executionSuccessful": not report.errors, "toolExecutionNotifications": notifications,
+                         "properties": {"coverage": {"gpuWorkloads": report.gpu_workloads,
+                                                     "checked": report.gpu_workloads - report.unchecked_objects(),
+                                                     "notChecked": report.unchecked_objects()}}}],
         "results": results,
     }
     sarif = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [run]}

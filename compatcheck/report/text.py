@@ -48,4 +48,8 @@ def render(report: LintReport) -> str:
                  f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
                  + (f"; {len(report.warnings)} input warnings" if report.warnings else "")
                  + (f"; {len(report.suppressed)} suppressed" if report.suppressed else ""))
+    for n in report.not_checked:
+        where = f"{n.path}:{n.line}" if n.line else n.path
+        lines.append(f"{where}: not checked: {n.obj.describe()}: {n.reason}")
+    lines.append(report.coverage_line())
     return "\n".join(lines) + "\n"

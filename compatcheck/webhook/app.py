@@ -33,7 +33,6 @@ MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the API server's own request limit is 3 MiB
 BODY_TIMEOUT = 10.0  # seconds from the request head to the end of the body (the API server waits 30 s at most)
 log = logging.getLogger("compatcheck.webhook")
 decisions = DecisionLog(log)
-LABELLED_KINDS = known_kind_names() | {"ConfigMap"}
 # Each review runs off the event loop, in one worker thread (the GIL gives no more throughput to more), with a
 # deadline: the engine checks it between rules (the answer is then per the failure mode), and the handler stops
 # waiting a little after it whatever the worker does, so neither /healthz nor any other caller waits behind a slow
@@ -127,7 +126,8 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
     m = state.metrics
     if undecidable is not None and decision.internal_error:
         m.child(m.unsynced_answers, endpoint).inc()
-    kind = decision.kind if decision.kind in LABELLED_KINDS else "other"  # the body is not ours to trust
+    # the body is not ours to trust: a label only for the built-in kinds (a closed set)
+    kind = decision.kind if decision.kind in known_kind_names() or decision.kind == "ConfigMap" else "other"
     m.child(m.requests, endpoint, decision.operation, kind, result).inc()
     m.child(m.latency, endpoint).observe(elapsed)
     if decision.internal_error:

@@ -9,7 +9,6 @@ import pytest
 
 from compatcheck.core.model import ObjectRef
 from compatcheck.core.workloads import (
-    WORKLOAD_KINDS,
     ContainerTarget,
     PodLocation,
     _walk,
@@ -19,6 +18,9 @@ from compatcheck.core.workloads import (
     pod_targets,
     workload_kind,
 )
+from compatcheck.io.loader import builtin_kinds
+
+WORKLOAD_KINDS = builtin_kinds().kinds  # the built-in table (rules/data/workload-kinds.yaml)
 
 
 def test_known_kind_names_is_every_kind_of_the_table() -> None:

@@ -882,10 +882,10 @@ def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, c
 
 # fixtures/_workloads: one failing GPU manifest per kind of the workload table (tests/test_workload_kinds.py), each
 # applied here with --dry-run=server through the chart's own webhook configurations. Not applied: the
-# extensions/v1beta1 ones (no API server serves that group any more) and the InferenceGraph (no pod spec, not
-# routed). Custom resources get a CRD each, with an open schema: the API server then matches them against the
-# chart's rules (scope included: ClusterServingRuntime and ClusterTrainingRuntime are cluster-scoped) as it would
-# in a cluster running the operator.
+# extensions/v1beta1 and mlkube.io ones (no API server serves those groups any more) and the InferenceGraph (no
+# pod spec, not routed). Custom resources get a CRD each, with an open schema: the API server then matches them
+# against the chart's rules (scope included: ClusterServingRuntime and ClusterTrainingRuntime are cluster-scoped)
+# as it would in a cluster running the operator.
 BUILTIN_GROUPS = ("", "apps", "batch")
 CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime", "ClusterTrainingRuntime"}
 
@@ -898,7 +898,7 @@ def workload_manifests(*, builtin: bool) -> list[Any]:
     for name in sorted(EXPECTED):
         obj = load(name)
         group = api_group(obj["apiVersion"])
-        if group == "extensions" or not EXPECTED[name] or (group in BUILTIN_GROUPS) != builtin:
+        if group in ("extensions", "mlkube.io") or not EXPECTED[name] or (group in BUILTIN_GROUPS) != builtin:
             continue
         out.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=GAPS[name])) if name in GAPS
                    else name)

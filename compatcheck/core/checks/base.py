@@ -52,7 +52,7 @@ from compatcheck.core.pointers import escape_token
 from compatcheck.core.policy import DEFAULT_POLICY, POLICY_LABELS, DriverPolicy
 from compatcheck.core.quantities import QuantityError, parse_quantity
 from compatcheck.core.versions import Version, VersionError, parse_cuda_version
-from compatcheck.core.workloads import ContainerTarget, PodTarget, pod_targets
+from compatcheck.core.workloads import ContainerTarget, KindTable, PodTarget, pod_targets
 
 if TYPE_CHECKING:  # core.dra (claims, CEL selectors, the allocator) is imported where a pod names claims
     from compatcheck.core.dra import (
@@ -179,12 +179,12 @@ class CudaRuntime:
     at_least: bool = False
 
 
-def lookup_images(obj: JsonObject) -> dict[str, str]:
+def lookup_images(obj: JsonObject, kinds: KindTable | None = None) -> dict[str, str]:
     """The images whose config could decide a CUDA runtime in ``obj``: those of GPU containers whose runtime no
     annotation or container env states (those win over the image), in order, each once. Callers fetch their
     configs before evaluation (a lint run, the webhook). Each image maps to the pointer of its first mention."""
     out: dict[str, str] = {}
-    for pod in pod_targets(obj):
+    for pod in pod_targets(obj, kinds):
         if RUNTIME_ANNOTATION in pod.annotations:
             continue
         for c in pod.containers:
