@@ -73,8 +73,8 @@ CASES = [
     Case("volcano-sh__volcano/example__integrations__argo__mpi__hello-world.yaml",
          "6bf7bdd1886727cdd67aa729c5f04e14abea0019a716b45f681df4092efc92f6", [], [],
          "An Argo WorkflowTemplate whose Volcano Job (nvidia.com/gpu: 0, rdma/ib: 0) is a string holding Argo's "
-         "{{workflow.parameters...}}: no template note, no error; parsed for structural discovery (its text has containers,
-         "images and GPUs), which finds no pod spec in a string."),
+         "{{workflow.parameters...}}: no template note, no error; parsed for structural discovery (its text has "
+         "containers, images and GPUs), which finds no pod spec in a string."),
     Case(LLMISVC, "bea5bee3849eb222201b4fcf34cfe9efebb76338b5c0825c46bbdfa129c1b7c3", [],
          [("cuda-runtime-unknown", 28, "/spec/template/containers/0/image"),
           ("cuda-runtime-unknown", 111, "/spec/worker/containers/0/image")],
