@@ -247,6 +247,39 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
              keep: list[LintedObject] | None = None) -> LintReport:
     report = LintReport()
     parsed, ctx = prepare(paths, loaded, options, report, texts, keep_text=keep is not None)
+    _evaluate_all(parsed, ctx, loaded, options, report, keep)
+    return report
+
+
+ClusterChange = Callable[[Cluster], Cluster]
+
+
+def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
+                      variants: list[ClusterChange | None], *,
+                      texts: dict[str, str] | None = None) -> list[LintReport]:
+    """One lint of the same input per variant of the --nodes cluster view (None: the view as read; a function:
+    the view it returns, see ``compatcheck.core.whatif``), reading and parsing the input once. Each report has
+    the reading's diagnostics; a variant's own (what its change says) go to the caller."""
+    base = LintReport()
+    parsed, ctx = prepare(paths, loaded, options, base, texts)
+    reports: list[LintReport] = []
+    for change in variants:
+        report = LintReport(errors=list(base.errors), warnings=list(base.warnings), notes=list(base.notes),
+                            files=base.files, skipped=base.skipped)
+        vctx = ctx
+        if change is not None and ctx.cluster is not None:
+            root = ctx.root
+            vctx = EvalContext(root.kb, change(ctx.cluster), root.crl, dra=root.dra,
+                               serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins)
+            if ctx.registry:
+                vctx = vctx.with_registry(ctx.registry)
+        _evaluate_all(parsed, vctx, loaded, options, report, None)
+        reports.append(report)
+    return reports
+
+
+def _evaluate_all(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions,
+                  report: LintReport, keep: list[LintedObject] | None) -> None:
     only = options.only
     rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
     report.rules = list(rules)
@@ -270,7 +303,6 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 report.findings.extend(kept)
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
-    return report
 
 
 def duplicates_in(doc: Document, prefix: str) -> list[DuplicateKey]:

@@ -44,4 +44,7 @@ def render(report: LintReport) -> str:
         out["summary"]["documentsWithoutPodSpecs"] = report.skipped
     if suppressed is not None:
         out["suppressed"] = suppressed
+    if report.what_if is not None:
+        out["whatIf"] = {"changes": [{"change": text, "nodes": n} for text, n in report.what_if_changes],
+                         **report.what_if.to_json()}
     return json.dumps(out, indent=2) + "\n"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
+from compatcheck.core.whatif import WhatIfDiff
 
 if TYPE_CHECKING:
     from compatcheck.core.rules import Rule
@@ -39,6 +40,10 @@ class LintReport:
     tool_version: str = ""
     # The repository root (absolute) that SARIF names files relative to; "" = the working directory.
     source_root: str = ""
+    # --what-if: the difference the changes make (the findings are those after the changes), and each change with
+    # the number of nodes it matched.
+    what_if: WhatIfDiff | None = None
+    what_if_changes: list[tuple[str, int]] = field(default_factory=list)
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""
