@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 
 from compatcheck import __version__
-from compatcheck.cli import images, lint, rules, versions
+from compatcheck.cli import audit, images, lint, rules, versions
 from compatcheck.cli import webhook as webhook_commands
 from compatcheck.cli.common import Parser, err, print_diagnostics
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"compatcheck {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (lint, webhook_commands, versions, rules, images):
+    for module in (lint, audit, webhook_commands, versions, rules, images):
         module.register(sub)
     return p
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
 from compatcheck.core.whatif import WhatIfDiff
@@ -44,6 +44,8 @@ class LintReport:
     # the number of nodes it matched.
     what_if: WhatIfDiff | None = None
     what_if_changes: list[tuple[str, int]] = field(default_factory=list)
+    # compatcheck audit: what was read (nodes, node classes, owners, pods, pods per owner); None for a lint.
+    audit: dict[str, Any] | None = None
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""

@@ -62,7 +62,12 @@ def render(report: LintReport) -> str:
         lines.extend(what_if_lines(report, paint))
     c = report.counts()
     skipped = f" (and {report.skipped} documents without pod specs, not parsed)" if report.skipped else ""
-    lines.append(f"{report.files} files, {report.objects} objects{skipped}: {c['error']} errors, "
+    read = f"{report.files} files, {report.objects} objects{skipped}"
+    if report.audit is not None:
+        a = report.audit
+        read = (f"{a['nodes']} nodes ({a['nodeClasses']} classes), {report.objects} objects, {a['owners']} owners, "
+                f"{a['pods']} running pods")
+    lines.append(f"{read}: {c['error']} errors, "
                  f"{c['warning']} warnings, "
                  f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
                  + (f"; {len(report.warnings)} input warnings" if report.warnings else "")
