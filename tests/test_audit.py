@@ -229,3 +229,23 @@ def test_owners_are_found_through_controllers_whatever_the_order() -> None:
     owners = result.owners()
     assert [(o.ref.kind, o.ref.name, o.pods, [list(f) for f in o.findings]) for o in owners] == [
         ("Deployment", "d", 1, [[("r", "/spec", "main")]])]
+
+
+def test_audit_html_matrix(capsys: pytest.CaptureFixture[str], server: FakeApiServer, tmp_path: Path) -> None:
+    from tests.test_html import Cells
+
+    code, out, _err = _audit(capsys, server, tmp_path, "--format", "html", "--what-if", "pool=t4:driver=580.65.06")
+    assert code == 0
+    page = Cells()
+    page.feed(out)
+    assert page.pools == ["a100", "t4"]
+    assert page.cells == {
+        ("CronJob ml/nightly", 0): "n/a", ("CronJob ml/nightly", 1): "ok",
+        ("Deployment ml/big-cu124", 0): "ok", ("Deployment ml/big-cu124", 1): "n/a",
+        ("Deployment ml/serve-cu122", 0): "n/a", ("Deployment ml/serve-cu122", 1): "ok",
+        ("Job ml/train-cu128", 0): "n/a", ("Job ml/train-cu128", 1): "ok",
+        ("Pod research/legacy-cu117", 0): "n/a", ("Pod research/legacy-cu117", 1): "warning",  # R580: a skew
+        ("Workflow research/wf", 0): "n/a", ("Workflow research/wf", 1): "ok"}
+    assert page.rows == {"CronJob ml/nightly": "newly-fixed", "Deployment ml/big-cu124": "",
+                         "Deployment ml/serve-cu122": "", "Job ml/train-cu128": "newly-fixed",
+                         "Pod research/legacy-cu117": "", "Workflow research/wf": "newly-fixed"}

@@ -8,7 +8,7 @@ import argparse
 
 from compatcheck.cli.common import count
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -35,7 +35,7 @@ from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandErro
 from compatcheck.report import FORMATTERS
 from compatcheck.report.model import LintReport
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -175,7 +175,10 @@ def lint_command(args: argparse.Namespace) -> int:
             raise CommandError(problems=exc.problems) from None
     if args.what_if:
         return _what_if_lint(args, config, loaded, options, texts)
-    report = run_lint(args.paths, loaded, options, texts=texts)
+    if "html" in (args.format or []) and options.nodes:  # the matrix: each workload on each pool of the view
+        (report,) = run_lint_variants(args.paths, loaded, options, [None], texts=texts, matrix=True)
+    else:
+        report = run_lint(args.paths, loaded, options, texts=texts)
     _require_input(args, report, texts, options)
     report.docs_url = config.docs_url
     report.source_root = repository_root() or os.getcwd()
@@ -237,11 +240,14 @@ def _what_if_lint(args: argparse.Namespace, config: Config, loaded: Loaded, opti
             options.baseline_root = baseline_mod.root_of(baseline_file)
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
-    before, after = run_lint_variants(args.paths, loaded, options, [None, change], texts=texts)
+    before, after = run_lint_variants(args.paths, loaded, options, [None, change], texts=texts,
+                                      matrix="html" in (args.format or []))
     _require_input(args, after, texts, options)
     after.add(problems)
     threshold = Severity(args.fail_on or config.fail_on.value).rank
     after.what_if = diff_results(failing_of(before, threshold), failing_of(after, threshold))
+    if after.matrix is not None:
+        after.matrix.changes = after.what_if.changes()
     after.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
     after.docs_url = config.docs_url
     after.source_root = repository_root() or os.getcwd()

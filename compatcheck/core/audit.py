@@ -82,6 +82,7 @@ class OwnerFindings:
     ref: ObjectRef
     findings: list[dict[tuple[str, str, str | None], Finding]]
     pods: int = 0
+    gpu: bool = False  # its spec (or a pod of it that was evaluated) is a GPU pod
 
     def add(self, variant: int, findings: Iterable[Finding]) -> None:
         kept = self.findings[variant]
@@ -94,6 +95,7 @@ class _Pending:
     ref: ObjectRef
     controller: str | None
     findings: list[list[Finding]]
+    gpu: bool
 
 
 class AuditResult:
@@ -117,19 +119,20 @@ class AuditResult:
             found = self._owners[key] = OwnerFindings(ref, [{} for _ in range(self.variants)])
         return found
 
-    def add_object(self, obj: JsonObject, findings: list[list[Finding]]) -> None:
+    def add_object(self, obj: JsonObject, findings: list[list[Finding]], gpu: bool = False) -> None:
         """A workload that is no pod (a Deployment, a ReplicaSet, a custom resource) and its findings per
-        variant. Objects must all come before the pods."""
+        variant; ``gpu``: whether it runs GPU pods. Objects must all come before the pods."""
         self.index.add(obj)
         ctl = controller_uid(obj)
-        self._pending.append(_Pending(object_ref(obj), ctl[0] if ctl else None, findings))
+        self._pending.append(_Pending(object_ref(obj), ctl[0] if ctl else None, findings, gpu))
 
     def pod_needs_evaluation(self, pod: JsonObject) -> bool:
         """A pod whose controller was listed is not evaluated: its owner's spec was."""
         return pod_is_running(pod) and not self.index.has_controller(pod)
 
-    def add_pod(self, pod: JsonObject, findings: list[list[Finding]] | None = None) -> None:
-        """A pod: counted on its owner; ``findings`` (per variant) when it was evaluated itself."""
+    def add_pod(self, pod: JsonObject, findings: list[list[Finding]] | None = None, gpu: bool = False) -> None:
+        """A pod: counted on its owner; ``findings`` (per variant) when it was evaluated itself (``gpu``: a GPU
+        pod)."""
         if not pod_is_running(pod):
             return
         self.pods += 1
@@ -137,6 +140,7 @@ class AuditResult:
         owner.pods += 1
         if findings is not None:
             self.pods_evaluated += 1
+            owner.gpu = owner.gpu or gpu
             for variant, found in enumerate(findings):
                 owner.add(variant, found)
 
@@ -149,6 +153,7 @@ class AuditResult:
             if p.controller is not None and p.controller in self.index.objects:
                 continue
             owner = self._owner(p.ref)
+            owner.gpu = owner.gpu or p.gpu
             for variant, found in enumerate(p.findings):
                 owner.add(variant, found)
         self._pending = []

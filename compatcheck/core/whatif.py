@@ -335,6 +335,13 @@ class WhatIfDiff:
     newly_fixed: tuple[Entry, ...]
     still_failing: tuple[Entry, ...]
 
+    def changes(self) -> dict[WorkloadKey, str]:
+        """Each workload's list, as a word: newly-broken, newly-fixed, still-failing."""
+        out = {e.workload: "still-failing" for e in self.still_failing}
+        out.update((e.workload, "newly-fixed") for e in self.newly_fixed)
+        out.update((e.workload, "newly-broken") for e in self.newly_broken)
+        return out
+
     def to_json(self) -> dict[str, list[dict[str, object]]]:
         return {"newlyBroken": [e.to_json() for e in self.newly_broken],
                 "newlyFixed": [e.to_json() for e in self.newly_fixed],

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compatcheck.core.checks.base import EvalContext, lookup_images
+from compatcheck.core.checks.base import EvalContext, PodAnalysis, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
@@ -20,9 +20,11 @@ from compatcheck.core.dra import build_index as build_dra_index
 from compatcheck.core.engine import evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
+from compatcheck.core.matrix import Matrix, build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import known_kind_names, object_ref
+from compatcheck.core.whatif import workload_key
+from compatcheck.core.workloads import known_kind_names, object_ref, pod_targets
 from compatcheck.io import baseline as baseline_mod
 from compatcheck.io import imagefacts
 from compatcheck.io.imagecache import ImageCache
@@ -256,10 +258,11 @@ ClusterChange = Callable[[Cluster], Cluster]
 
 def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
                       variants: list[ClusterChange | None], *,
-                      texts: dict[str, str] | None = None) -> list[LintReport]:
+                      texts: dict[str, str] | None = None, matrix: bool = False) -> list[LintReport]:
     """One lint of the same input per variant of the --nodes cluster view (None: the view as read; a function:
     the view it returns, see ``compatcheck.core.whatif``), reading and parsing the input once. Each report has
-    the reading's diagnostics; a variant's own (what its change says) go to the caller."""
+    the reading's diagnostics; a variant's own (what its change says) go to the caller. ``matrix``: the last
+    report also gets the compatibility matrix of its view (``compatcheck.core.matrix``)."""
     base = LintReport()
     parsed, ctx = prepare(paths, loaded, options, base, texts)
     reports: list[LintReport] = []
@@ -275,7 +278,27 @@ def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
                 vctx = vctx.with_registry(ctx.registry)
         _evaluate_all(parsed, vctx, loaded, options, report, None)
         reports.append(report)
+        if matrix and change is variants[-1] and vctx.cluster is not None:
+            report.matrix = _matrix(parsed, vctx, loaded, options)
     return reports
+
+
+def _matrix(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions) -> Matrix:
+    """Each GPU workload of ``parsed`` evaluated on each node class of ``ctx``'s cluster alone."""
+    assert ctx.cluster is not None
+    root = ctx.root
+    per_pool = []
+    for i in range(len(ctx.cluster.classes)):
+        pctx = EvalContext(root.kb, restrict(ctx.cluster, i, root.kb), root.crl, dra=root.dra,
+                           serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins)
+        if ctx.registry:
+            pctx = pctx.with_registry(ctx.registry)
+        pool_report = LintReport()
+        _evaluate_all(parsed, pctx, loaded, replace(options, baseline=None), pool_report, None)
+        per_pool.append(pool_report.findings)
+    rows = [workload_key(object_ref(obj)) for pf in parsed for doc in pf.documents for _p, obj in iter_objects(doc)
+            if any(PodAnalysis(pod, ctx).is_gpu_pod for pod in pod_targets(obj))]
+    return build_matrix([pool_of(c) for c in ctx.cluster.classes], rows, per_pool)
 
 
 def _evaluate_all(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions,

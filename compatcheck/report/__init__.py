@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compatcheck.report import github, json_report, junit, sarif, text
+from compatcheck.report import github, html, json_report, junit, sarif, text
 from compatcheck.report.model import LintReport
 
 FORMATTERS: dict[str, Callable[[LintReport], str]] = {
@@ -14,6 +14,7 @@ FORMATTERS: dict[str, Callable[[LintReport], str]] = {
     "sarif": sarif.render,
     "junit": junit.render,
     "github": github.render,
+    "html": html.render,
 }
 
 __all__ = ["FORMATTERS", "LintReport"]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from compatcheck.core.matrix import Matrix
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
 from compatcheck.core.whatif import WhatIfDiff
 
@@ -46,6 +47,8 @@ class LintReport:
     what_if_changes: list[tuple[str, int]] = field(default_factory=list)
     # compatcheck audit: what was read (nodes, node classes, owners, pods, pods per owner); None for a lint.
     audit: dict[str, Any] | None = None
+    # --format html: the compatibility matrix (GPU workloads x node pools) of the run's view; None when not asked.
+    matrix: Matrix | None = None
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""

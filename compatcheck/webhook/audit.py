@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compatcheck.core.audit import AuditResult, owner_key
-from compatcheck.core.checks.base import EvalContext
+from compatcheck.core.checks.base import EvalContext, PodAnalysis
 from compatcheck.core.cluster import Cluster, NodeRecord, build_cluster_from_records
 from compatcheck.core.config import Config
 from compatcheck.core.crl import build_index as build_crl_index
@@ -34,6 +34,7 @@ from compatcheck.core.dra import build_inventory
 from compatcheck.core.engine import evaluate
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.kserve import build_runtime_index
+from compatcheck.core.matrix import build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity, SourceRef
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.suppress import split_suppressed
@@ -202,6 +203,7 @@ class AuditOptions:
     label_selector: str = ""
     page: int = PAGE
     progress: bool = False
+    matrix: bool = False  # also evaluate each owner on each node class alone (--format html)
 
 
 @dataclass
@@ -271,27 +273,37 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
     if change is not None:
         contexts.append(EvalContext(kb, change(cluster), crl, dra=dra_index, serving_runtimes=runtimes,
                                     admission_plugins=config.admission_plugins))
+    shown = len(contexts) - 1  # the view the report's findings are of (after the what-ifs)
+    view = contexts[shown].cluster
+    assert view is not None
+    if options.matrix:  # each node class of that view alone, for the matrix's cells
+        contexts.extend(EvalContext(kb, restrict(view, i, kb), crl, dra=dra_index, serving_runtimes=runtimes,
+                                    admission_plugins=config.admission_plugins) for i in range(len(view.classes)))
     result = AuditResult(len(contexts))
     audit = Audit(report, result, cluster.node_count, cluster)
+
+    gpu = [False]  # whether the last object judged runs GPU pods
 
     def judge(obj: dict[str, Any]) -> list[list[Finding]]:
         out: list[list[Finding]] = []
         for ctx in contexts:
             evaluated = evaluate(obj, rules, ctx, severities=config.severities)
+            if ctx is base:
+                gpu[0] = any(PodAnalysis(p, base).is_gpu_pod for p in evaluated.pods or ())
             for p in evaluated.problems:
                 if p.severity is Severity.ERROR and p.kind == "internal":
                     report.add([Diagnostic(_where(obj), p.message, severity=Severity.WARNING, kind="internal")])
             kept = []
             for f in evaluated.findings:
                 if config.exempt(f, None):
-                    if ctx is contexts[-1]:
+                    if ctx is contexts[shown]:
                         report.suppressed.append(Silenced(_located(f), "config", "exemption in " +
                                                           (config.path or "config")))
                     continue
                 kept.append(f)
             if config.annotation_exemptions:
                 kept, silenced = split_suppressed(kept, obj, evaluated.pods)
-                if ctx is contexts[-1]:
+                if ctx is contexts[shown]:
                     report.suppressed.extend(Silenced(_located(f), "annotation", s.reason) for f, s in silenced)
             out.append(kept)
         return out
@@ -305,20 +317,27 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
         for obj in (runtimes_objects if kind in RUNTIME_KINDS and group == "serving.kserve.io" else
                     lister.items(res, ns if res.namespaced else None, options.label_selector)):
             report.objects += 1
-            result.add_object(obj, judge(obj))
+            result.add_object(obj, judge(obj), gpu[0])
     if pods_kind is not None:
         audit.resources.append("pods.core")
         for pod in lister.items(pods_kind, ns, options.label_selector):
             report.objects += 1
-            result.add_pod(pod, judge(pod) if result.pod_needs_evaluation(pod) else None)
+            if result.pod_needs_evaluation(pod):
+                result.add_pod(pod, judge(pod), gpu[0])
+            else:
+                result.add_pod(pod)
     owners = result.owners()
     for owner in owners:
-        for f in owner.findings[-1].values():
+        for f in owner.findings[shown].values():
             pods = owner.pods
             plural = "s" if pods != 1 else ""
             f = Finding(f.rule_id, f.severity, f"{f.message} ({pods} running pod{plural} affected)", f.obj,
                         f.pointer, f.container, f.fix)
             report.findings.append(_located(f))
+    if options.matrix:
+        report.matrix = build_matrix([pool_of(c) for c in view.classes], [owner_key(o.ref) for o in owners if o.gpu],
+                                     [[f for o in owners for f in o.findings[shown + 1 + i].values()]
+                                      for i in range(len(view.classes))])
     report.audit = {"nodes": cluster.node_count, "nodeClasses": len(cluster.classes), "owners": len(owners),
                     "pods": result.pods, "podsEvaluated": result.pods_evaluated,
                     "podsByOwner": {"/".join(owner_key(o.ref)): o.pods for o in owners}}

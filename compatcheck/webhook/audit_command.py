@@ -45,7 +45,8 @@ def audit_command(args: argparse.Namespace) -> int:
     try:
         api = kube_api(args.kubeconfig, args.context, args.in_cluster)
         audit = run_audit(api, loaded.kb, loaded.ruleset, config,
-                          AuditOptions(namespace, args.selector or "", args.chunk_size, progress),
+                          AuditOptions(namespace, args.selector or "", args.chunk_size, progress,
+                                       "html" in (args.format or [])),
                           change if what_ifs else None)
     except AuditError as exc:
         raise CommandError(str(exc)) from None
@@ -60,6 +61,8 @@ def audit_command(args: argparse.Namespace) -> int:
         report.what_if = diff_results(failing(audit.result.failing(0, threshold)),
                                       failing(audit.result.failing(1, threshold)))
         report.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
+        if report.matrix is not None:
+            report.matrix.changes = report.what_if.changes()
     if args.write_reports:
         from compatcheck.webhook.policyreports import write_reports
 
