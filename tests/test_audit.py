@@ -249,3 +249,61 @@ def test_audit_html_matrix(capsys: pytest.CaptureFixture[str], server: FakeApiSe
     assert page.rows == {"CronJob ml/nightly": "newly-fixed", "Deployment ml/big-cu124": "",
                          "Deployment ml/serve-cu122": "", "Job ml/train-cu128": "newly-fixed",
                          "Pod research/legacy-cu117": "", "Workflow research/wf": "newly-fixed"}
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for doc in YAML(typ="safe").load_all(path.read_text()):
+        if doc:
+            out.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    return json.loads(json.dumps(out))
+
+
+def test_audit_reads_dra_objects_and_crl_configmaps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A DRA pool (ResourceSlices of R470 T4s, the DeviceClass), a Deployment whose pods claim a GPU through a
+    ResourceClaimTemplate, the cf-crl ConfigMaps of kube-public and a vGPU pod they govern: the audit resolves the
+    claims against the listed slices and the pod against the listed CRLs (the rules' own fixtures)."""
+    srv = FakeApiServer()
+    srv.add(_docs(FIXTURES / "cuda-driver-too-old" / "nodes.dra-r470.yaml"))
+    srv.add(_docs(FIXTURES / "cuda-driver-too-old" / "fail.dra-r470.yaml"))
+    srv.add(_docs(FIXTURES / "crl-default-missing" / "crl.yaml"))
+    (vgpu,) = _docs(FIXTURES / "crl-default-missing" / "fail.optional.yaml")
+    vgpu["metadata"].update(namespace="vgpu", uid="pod-app")
+    srv.add([vgpu, {"apiVersion": "v1", "kind": "Node", "metadata": {  # a GPU-Manager (vCUDA) node for it
+        "name": "vgpu-0", "labels": {"kubernetes.io/hostname": "vgpu-0", "nvidia.com/gpu.product": "Tesla-T4",
+                                     "nvidia.com/cuda.driver-version.full": "470.82.01",
+                                     "compatcheck.io/vgpu-baseline-cuda": "11.4"}},
+        "status": {"allocatable": {"tencent.com/vcuda-core": "400", "tencent.com/vcuda-memory": "64"}}}])
+    srv.start()
+    try:
+        code, out, _err = _audit(capsys, srv, tmp_path, "--format", "json", "--fail-on", "info")
+    finally:
+        srv.stop()
+    assert code == 1
+    doc = json.loads(out)
+    assert [(f["rule"], f["object"]["kind"], f["object"]["namespace"], f["object"]["name"], f["pods"], f["pointer"])
+            for f in doc["findings"]] == [
+        ("cuda-driver-too-old", "Deployment", "ml", "trainer", 0, "/spec/template/spec/containers/0/image"),
+        ("crl-default-missing", "Pod", "vgpu", "app", 1,
+         "/spec/containers/0/resources/limits/example.com~1vcuda-priority")]
+    assert doc["findings"][0]["message"].startswith("image CUDA 12.4 (image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-"
+                                                    "runtime) needs a driver from branch >= 550")
+    assert "CRL group gpu-manager, ConfigMap cf-crl-gpu-manager-vcuda-priority" in doc["findings"][1]["message"]
+    assert [q["labelSelector"] for q in srv.lists("configmaps")] == ["features.alauda.io/type=CustomResourceLimitation"]
+
+
+def test_a_progress_bar_on_a_terminal_only(capsys: pytest.CaptureFixture[str], server: FakeApiServer,
+                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    code, _out, err = _audit(capsys, server, tmp_path, "--format", "json")
+    assert (code, err) == (1, "")  # not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _out, err = _audit(capsys, server, tmp_path, "--format", "json")
+    assert code == 1
+    assert "pods: " in err and " objects" in err  # tqdm's bar: the resource being listed and the objects read
+    code, _out, err = _audit(capsys, server, tmp_path, "--format", "json", "--no-progress")
+    assert err == ""

@@ -95,6 +95,7 @@ class Progress:
 
     def close(self) -> None:
         if self._bar is not None:
+            self._bar.refresh()  # the final count, however fast it went (tqdm redraws at most every 0.1 s)
             self._bar.close()
 
 
