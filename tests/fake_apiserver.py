@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import threading
 from collections.abc import Iterable
@@ -64,6 +63,7 @@ class FakeApiServer:
     _runner: web.AppRunner | None = None
     _thread: threading.Thread | None = None
     _version: int = 1000
+    _lists: dict[tuple[str, str, str | None, str, int], list[dict[str, Any]]] = field(default_factory=dict)
 
     def add(self, objects: Iterable[dict[str, Any]]) -> None:
         by_kind = {(k.group, k.kind): k for k in self.kinds}
@@ -72,6 +72,7 @@ class FakeApiServer:
             k = by_kind[(group, obj["kind"])]
             meta = obj["metadata"]
             self.store.setdefault((k.group, k.plural), {})[(meta.get("namespace", ""), meta["name"])] = obj
+        self._version += 1
 
     def objects(self, group: str, plural: str) -> list[dict[str, Any]]:
         return list(self.store.get((group, plural), {}).values())
@@ -168,22 +169,22 @@ class FakeApiServer:
             obj["metadata"]["resourceVersion"] = str(self._version)
             store[key] = obj
             return web.json_response(obj, status=201)
-        items = [o for o in self.objects(kind.group, kind.plural)
-                 if namespace is None or o["metadata"].get("namespace") == namespace]
-        selector = request.query.get("labelSelector")
-        if selector:
-            sel = parse_selector(selector)
-            items = [o for o in items if sel.matches(o["metadata"].get("labels") or {})]
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        selector = request.query.get("labelSelector") or ""
+        key = (kind.group, kind.plural, namespace, selector, self._version)
+        items = self._lists.get(key)
+        if items is None:  # one filter and sort per LIST (all its pages), not per page
+            items = [o for o in self.objects(kind.group, kind.plural)
+                     if namespace is None or o["metadata"].get("namespace") == namespace]
+            if selector:
+                sel = parse_selector(selector)
+                items = [o for o in items if sel.matches(o["metadata"].get("labels") or {})]
+            items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+            self._lists = {key: items}
         start = int(base64.b64decode(request.query["continue"]).decode()) if request.query.get("continue") else 0
         limit = int(request.query.get("limit", "0") or 0)
         end = start + limit if limit else len(items)
-        page = []
-        for o in items[start:end]:
-            item = copy.deepcopy(o)
-            item.pop("apiVersion", None)  # list items carry no apiVersion/kind: the list does
-            item.pop("kind", None)
-            page.append(item)
+        # List items carry no apiVersion/kind: the list does (a shallow copy: the page is only encoded).
+        page = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items[start:end]]
         meta: dict[str, Any] = {"resourceVersion": str(self._version)}
         if end < len(items):
             meta["continue"] = base64.b64encode(str(end).encode()).decode()
@@ -210,6 +211,7 @@ class FakeApiServer:
             return web.json_response(store[key])
         if request.method == "DELETE":
             del store[key]
+            self._version += 1
             return web.json_response({"kind": "Status", "status": "Success", "code": 200})
         obj = await request.json()
         self._version += 1

@@ -88,3 +88,18 @@ def test_an_audit_with_exactly_the_charts_rights(helm: str, server: FakeApiServe
     plural = "policyreports" if reports == "wgpolicyk8s" else "reports"
     group = "wgpolicyk8s.io" if reports == "wgpolicyk8s" else "openreports.io"
     assert sorted(o["metadata"]["namespace"] for o in server.objects(group, plural)) == ["ml", "research"]
+
+
+def test_the_continuous_audit_deployment(helm: str) -> None:
+    objs = template(helm, "--set", "audit.continuous=true", "--set", "audit.every=300", "--set",
+                    "audit.schedule=0 * * * *")
+    assert not by_kind(objs, "CronJob")  # continuous takes precedence
+    (dep,) = [o for o in by_kind(objs, "Deployment") if o["metadata"]["name"] == "cc-compatcheck-audit"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    args = parser().parse_args(container["args"])
+    assert (args.in_cluster, args.every, args.node_poll, args.metrics_port, args.metrics_host, args.write_reports) \
+        == (True, 300.0, 30.0, 9091, "0.0.0.0", "wgpolicyk8s")
+    assert container["ports"] == [{"name": "audit-metrics", "containerPort": 9091}]
+    (role,) = [o for o in by_kind(objs, "ClusterRole") if o["metadata"]["name"] == "cc-compatcheck-audit"]
+    assert {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports", "clusterpolicyreports"],
+            "verbs": ["list", "create", "update", "delete"]} in role["rules"]

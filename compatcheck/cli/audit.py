@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from compatcheck.cli.common import count
+from compatcheck.cli.common import count, seconds
 
 FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 
@@ -40,4 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        metavar="API", help="write the findings as policy reports: wgpolicyk8s.io/v1alpha2 "
                                            "PolicyReport/ClusterPolicyReport (default) or openreports.io/v1alpha1 "
                                            "Report/ClusterReport")
+    loop = audit.add_argument_group("continuous audit (a Deployment: docs/audit.md)")
+    loop.add_argument("--every", type=seconds, metavar="SECONDS",
+                      help="audit again every SECONDS (and at once when what the rules read of the Nodes changes); "
+                           "only -o files and metrics are written")
+    loop.add_argument("--node-poll", type=seconds, default=30.0, metavar="SECONDS",
+                      help="with --every: how often the Nodes are listed to notice a change (default 30)")
+    loop.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
+                      help="with --every: serve Prometheus metrics on this port (0: none)")
+    loop.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics port (default 127.0.0.1)")
+    loop.add_argument("--max-runs", type=int, default=0, metavar="N", help="with --every: stop after N audits "
+                                                                           "(0: run until stopped)")
     audit.set_defaults(handler="compatcheck.webhook.audit_command:audit_command")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from compatcheck import __version__
 from compatcheck.core.cluster import Cluster
@@ -16,7 +17,7 @@ from compatcheck.io.config import find_config
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
 from compatcheck.report.model import LintReport
-from compatcheck.webhook.audit import AuditError, AuditOptions, kube_api, run_audit
+from compatcheck.webhook.audit import Audit, AuditError, AuditOptions, kube_api, run_audit
 
 
 def audit_command(args: argparse.Namespace) -> int:
@@ -41,42 +42,62 @@ def audit_command(args: argparse.Namespace) -> int:
         return applied.cluster
 
     namespace = None if args.all_namespaces else args.namespace
-    progress = not args.no_progress and sys.stderr.isatty()
+    progress = not args.no_progress and sys.stderr.isatty() and not args.every
+    threshold = Severity(args.fail_on or config.fail_on.value).rank
     try:
         api = kube_api(args.kubeconfig, args.context, args.in_cluster)
-        audit = run_audit(api, loaded.kb, loaded.ruleset, config,
-                          AuditOptions(namespace, args.selector or "", args.chunk_size, progress,
-                                       "html" in (args.format or [])),
-                          change if what_ifs else None)
     except AuditError as exc:
         raise CommandError(str(exc)) from None
-    report = audit.report
-    report.rules = list(loaded.ruleset)
-    report.add(problems)
-    report.tool_version = __version__
-    report.docs_url = config.docs_url
-    report.show_suppressed = args.show_suppressed
-    threshold = Severity(args.fail_on or config.fail_on.value).rank
-    if what_ifs:
-        report.what_if = diff_results(failing(audit.result.failing(0, threshold)),
-                                      failing(audit.result.failing(1, threshold)))
-        report.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
-        if report.matrix is not None:
-            report.matrix.changes = report.what_if.changes()
-    if args.write_reports:
-        from compatcheck.webhook.policyreports import write_reports
+    options = AuditOptions(namespace, args.selector or "", args.chunk_size, progress, "html" in (args.format or []))
 
-        try:
+    def audit_once() -> tuple[Audit, int]:
+        problems.clear()
+        audit = run_audit(api, loaded.kb, loaded.ruleset, config, options, change if what_ifs else None)
+        report = audit.report
+        report.rules = list(loaded.ruleset)
+        report.add(problems)
+        report.tool_version = __version__
+        report.docs_url = config.docs_url
+        report.show_suppressed = args.show_suppressed
+        if what_ifs:
+            report.what_if = diff_results(failing(audit.result.failing(0, threshold)),
+                                          failing(audit.result.failing(1, threshold)))
+            report.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
+            if report.matrix is not None:
+                report.matrix.changes = report.what_if.changes()
+        if args.write_reports:
+            from compatcheck.webhook.policyreports import write_reports
+
             written = write_reports(api, audit, args.write_reports, namespace)
-        except AuditError as exc:
-            raise CommandError(str(exc)) from None
-        print(f"compatcheck: wrote {written.summary()}", file=sys.stderr)
-    emit(args, report)
-    if report.errors:
-        return EXIT_ERROR
-    if what_ifs:
-        return EXIT_FINDINGS if report.what_if is not None and report.what_if.newly_broken else EXIT_OK
-    return EXIT_FINDINGS if any(f.severity.rank >= threshold for f in report.findings) else EXIT_OK
+            print(f"compatcheck: wrote {written.summary()}", file=sys.stderr)
+        if not args.every or args.output:  # a long-running audit writes only its files (and its metrics)
+            emit(args, report)
+        if report.errors:
+            return audit, EXIT_ERROR
+        if what_ifs:
+            return audit, EXIT_FINDINGS if report.what_if is not None and report.what_if.newly_broken else EXIT_OK
+        return audit, EXIT_FINDINGS if any(f.severity.rank >= threshold for f in report.findings) else EXIT_OK
+
+    if args.every:
+        return _loop(args, api, audit_once)
+    try:
+        return audit_once()[1]
+    except AuditError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _loop(args: argparse.Namespace, api: object, audit_once: Callable[[], tuple[Audit, int]]) -> int:
+    import logging
+
+    from prometheus_client import start_http_server
+
+    from compatcheck.webhook.audit_loop import AuditMetrics, run_loop
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    metrics = AuditMetrics()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, args.metrics_host, registry=metrics.registry)
+    return run_loop(api, audit_once, args.every, args.node_poll, args.chunk_size, metrics, args.max_runs)
 
 
 def emit(args: argparse.Namespace, report: LintReport) -> None:
