@@ -156,3 +156,10 @@ def test_chromium_renders_the_matrix(capsys: pytest.CaptureFixture[str], tmp_pat
     for name, rgb in (("error cell", (0xFF, 0xEB, 0xE9)), ("ok cell", (0xDA, 0xFB, 0xE1)),
                       ("n/a cell", (0xF6, 0xF8, 0xFA)), ("newly broken mark", (0xCF, 0x22, 0x2E))):
         assert rgb in colours, f"no {name} colour in the screenshot"
+
+
+def test_without_a_cluster_view_the_page_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["lint", WORKLOADS, "--format", "html"])
+    page = capsys.readouterr().out
+    assert code == 0
+    assert "<p>No matrix: no cluster view was given (--nodes, or audit).</p>" in page and 'id="matrix"' not in page
