@@ -25,8 +25,8 @@ VLLM = "examples/manifests/vllm-bf16-on-t4.yaml"
     (["lint", VLLM, "--frmat=json"], "compatcheck lint: error: unrecognized arguments: --frmat=json (did you mean "
                                      "'--format'?)"),
     (["lint", VLLM, "--format", "sarf"], "compatcheck lint: error: argument --format: invalid choice: 'sarf' "
-                                         "(choose from 'text', 'json', 'sarif', 'junit', 'github') (did you mean "
-                                         "'sarif'?)"),
+                                         "(choose from 'text', 'json', 'sarif', 'junit', 'github', 'html') "
+                                         "(did you mean 'sarif'?)"),
     (["webhook", "serve", "--prot", "8443"], "compatcheck webhook serve: error: unrecognized arguments: --prot "
                                              "(did you mean '--port'?) 8443"),
     (["lint", VLLM, "--zzz"], "compatcheck lint: error: unrecognized arguments: --zzz"),

@@ -139,15 +139,18 @@ def test_audit_as_the_charts_audit_service_account(kapi: KubeAPIServer, cluster:
             if o and o["metadata"]["name"] in ("cc-compatcheck-audit", "cc-compatcheck-audit-crl")]
     assert sorted(o["kind"] for o in objs) == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                                                "ServiceAccount"]
-    kapi.kubectl("apply", "-n", release_ns, "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                                         "items": objs}))
+    # Each object names its namespace (the release's; kube-public for the CRL Role): no -n, which would clash.
+    kapi.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
     kubeconfig = kapi.service_account_kubeconfig(release_ns, "cc-compatcheck-audit", tmp_path / "sa.kubeconfig")
     code, doc = wait_until(lambda: _try(capsys, kubeconfig, cluster["ns"]), timeout=30, what="RBAC in effect")
     assert (code, _rows(doc)) == (1, EXPECTED)
     # ... and exactly that role: without it, the same account is refused, in one line.
     kapi.kubectl("delete", "clusterrolebinding", "cc-compatcheck-audit")
-    wait_until(lambda: main(["audit", "--kubeconfig", str(kubeconfig), "-n", cluster["ns"]]) == 2
-               and "forbidden: cannot list" in capsys.readouterr().err, timeout=30, what="refusal")
+    try:
+        wait_until(lambda: main(["audit", "--kubeconfig", str(kubeconfig), "-n", cluster["ns"]]) == 2
+                   and "forbidden: cannot list" in capsys.readouterr().err, timeout=30, what="refusal")
+    finally:  # cluster-scoped: the other modules share the API server
+        kapi.kubectl("delete", "clusterrole", "cc-compatcheck-audit", "--ignore-not-found")
 
 
 def _try(capsys: pytest.CaptureFixture[str], kubeconfig: Path, ns: str) -> tuple[int, dict[str, Any]] | None:
