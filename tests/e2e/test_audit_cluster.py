@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -176,10 +178,25 @@ def test_write_reports_read_back_and_replaced(kapi: KubeAPIServer, cluster: dict
 
     assert results() == [("cuda-driver-too-old", "Deployment", "serve", "fail"),
                          ("cuda-driver-too-old", "Job", "train", "fail")]
-    # The T4 pool gets R580 (GFD rewrites the labels): the next run replaces the report.
+    # The continuous audit (as the chart's audit.continuous runs it): the T4 pool gets R580 (GFD rewrites the
+    # labels) and the report is replaced within the node poll, not at the next period.
+    def version() -> str:
+        out = kapi.kubectl("get", "policyreports.v1alpha2.wgpolicyk8s.io", "compatcheck", "-n", ns, "-o", "json")
+        return str(json.loads(out.stdout)["metadata"]["resourceVersion"])
+
+    written = version()
+    codes: list[int] = []
+    loop = threading.Thread(target=lambda: codes.append(main([
+        "audit", "--kubeconfig", str(kapi.kubeconfig), "-n", ns, "--write-reports", "--every", "3600",
+        "--node-poll", "0.5", "--max-runs", "2"])), daemon=True)
+    loop.start()
+    wait_until(lambda: version() != written, timeout=60, step=0.2, what="the loop's first audit written")
+    changed = time.monotonic()
     for i in range(2):
         kapi.kubectl("label", "--overwrite", "node", f"{cluster['t4']}-{i}",
                      "nvidia.com/cuda.driver-version.full=580.65.06", "nvidia.com/cuda.driver-version.major=580")
-    assert main(["audit", "--kubeconfig", str(kapi.kubeconfig), "-n", ns, "--write-reports"]) == 0
+    loop.join(60)
+    assert not loop.is_alive() and codes == [0]
+    assert time.monotonic() - changed < 60
     capsys.readouterr()
     assert results() == [("cuda-driver-major-skew", "Pod", "legacy", "warn")]
