@@ -15,8 +15,8 @@ VLLM = "examples/manifests/vllm-bf16-on-t4.yaml"
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["lnt", VLLM], "compatcheck: error: argument command: invalid choice: 'lnt' (choose from 'lint', 'fix', 'cert', "
-                    "'webhook', 'review', 'versions', 'rules', 'images') (did you mean 'lint'?)"),
+    (["lnt", VLLM], "compatcheck: error: argument command: invalid choice: 'lnt' (choose from 'lint', 'fix', 'audit', "
+                    "'cert', 'webhook', 'review', 'versions', 'rules', 'images') (did you mean 'lint'?)"),
     (["rules", "explian"], "compatcheck rules: error: argument rules_command: invalid choice: 'explian' (choose "
                            "from 'list', 'explain', 'kinds', 'validate') (did you mean 'explain'?)"),
     (["lint", VLLM, "--nodse", "examples/cluster-profile.yaml"],
@@ -25,8 +25,8 @@ VLLM = "examples/manifests/vllm-bf16-on-t4.yaml"
     (["lint", VLLM, "--frmat=json"], "compatcheck lint: error: unrecognized arguments: --frmat=json (did you mean "
                                      "'--format'?)"),
     (["lint", VLLM, "--format", "sarf"], "compatcheck lint: error: argument --format: invalid choice: 'sarf' "
-                                         "(choose from 'text', 'json', 'sarif', 'junit', 'github') (did you mean "
-                                         "'sarif'?)"),
+                                         "(choose from 'text', 'json', 'sarif', 'junit', 'github', 'html') "
+                                         "(did you mean 'sarif'?)"),
     (["webhook", "serve", "--prot", "8443"], "compatcheck webhook serve: error: unrecognized arguments: --prot "
                                              "(did you mean '--port'?) 8443"),
     (["lint", VLLM, "--zzz"], "compatcheck lint: error: unrecognized arguments: --zzz"),

@@ -15,12 +15,16 @@ from compatcheck.cli.common import print_diagnostics, suggestion
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 
 if TYPE_CHECKING:  # the engine is imported by the commands, not by building the parser (``--version``)
+    from compatcheck.core.cluster import Cluster
     from compatcheck.core.config import Config, RegistrySettings
+    from compatcheck.core.knowledge import KnowledgeBase
+    from compatcheck.core.model import Diagnostic
+    from compatcheck.core.whatif import WhatIf, WorkloadKey
     from compatcheck.io.lint import LintedObject, LintOptions
     from compatcheck.io.loader import Loaded
     from compatcheck.report.model import LintReport
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "html")
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -98,6 +102,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint.add_argument("--baseline", metavar="FILE", help="report only findings not in this baseline")
     lint.add_argument("--write-baseline", metavar="FILE", help="write the current findings as a baseline and exit 0")
     lint.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    lint.add_argument("--what-if", metavar="SELECTOR:CHANGE", action="append", default=[],
+                      help="change the --nodes view, then report the difference: workloads newly broken, newly "
+                           "fixed, still failing (repeatable, applied in order; exit 1 when any newly breaks). "
+                           "CHANGE: driver=VERSION, product=NAME, mig.strategy=none, mig.single=NxPROFILE, "
+                           "mig.mixed=NxPROFILE,..., replicas=N or remove; e.g. 'pool=t4:driver=580.65.06' "
+                           "(docs/audit.md)")
     lint.set_defaults(handler=lint_command)
 
     fix = sub.add_parser("fix", help="apply safe fixes to the files in place (ruamel round-trip)")
@@ -157,7 +167,7 @@ def _render_input(args: argparse.Namespace, options: LintOptions) -> dict[str, s
 
 def lint_command(args: argparse.Namespace) -> int:
     from compatcheck.core.model import Severity
-    from compatcheck.io.lint import run_lint
+    from compatcheck.io.lint import run_lint, run_lint_variants
     from compatcheck.io.repo import repository_root
 
     config, loaded, options, texts = _setup(args)
@@ -170,7 +180,12 @@ def lint_command(args: argparse.Namespace) -> int:
             options.baseline_root = baseline_mod.root_of(baseline_file)
         except baseline_mod.BaselineError as exc:
             raise CommandError(problems=exc.problems) from None
-    report = run_lint(args.paths, loaded, options, texts=texts)
+    if args.what_if:
+        return _what_if_lint(args, config, loaded, options, texts)
+    if "html" in (args.format or []) and options.nodes:  # the matrix: each workload on each pool of the view
+        (report,) = run_lint_variants(args.paths, loaded, options, [None], texts=texts, matrix=True)
+    else:
+        report = run_lint(args.paths, loaded, options, texts=texts)
     _require_input(args, report, texts, options)
     report.docs_url = config.docs_url
     report.source_root = repository_root() or os.getcwd()
@@ -192,6 +207,75 @@ def lint_command(args: argparse.Namespace) -> int:
     if (args.fail_on_unchecked or config.fail_on_unchecked) and report.not_checked:
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def parse_what_ifs(texts: list[str], kb: KnowledgeBase) -> list[WhatIf]:
+    from compatcheck.core.whatif import WhatIfError, parse_what_if
+
+    try:
+        return [parse_what_if(t, kb) for t in texts]
+    except WhatIfError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def what_if_exit(report: LintReport, threshold: int) -> int:
+    """Exit code of a what-if run: 2 on errors, 1 when a workload newly breaks, else 0 (what still fails is
+    reported, not gated on: it failed before the change too)."""
+    if report.errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if report.what_if is not None and report.what_if.newly_broken else EXIT_OK
+
+
+def failing_of(report: LintReport, threshold: int) -> dict[WorkloadKey, frozenset[str]]:
+    from compatcheck.core.whatif import failing
+
+    return failing((f.obj, f.rule_id) for f in report.findings if f.severity.rank >= threshold)
+
+
+def _what_if_lint(args: argparse.Namespace, config: Config, loaded: Loaded, options: LintOptions,
+                  texts: dict[str, str] | None) -> int:
+    from compatcheck.core.model import Severity
+    from compatcheck.core.whatif import apply_what_ifs, diff_results
+    from compatcheck.io import baseline as baseline_mod
+    from compatcheck.io.lint import run_lint_variants
+    from compatcheck.io.repo import repository_root
+
+    if not options.nodes:
+        raise CommandError("--what-if changes the cluster view: give it with --nodes FILE (or nodes: in the config)")
+    if args.write_baseline:
+        raise CommandError("--what-if and --write-baseline do not go together")
+    what_ifs = parse_what_ifs(args.what_if, loaded.kb)
+    problems: list[Diagnostic] = []
+    matched: dict[str, int] = {}
+
+    def change(cluster: Cluster) -> Cluster:
+        applied = apply_what_ifs(cluster, what_ifs, loaded.kb)
+        problems.extend(applied.problems)
+        matched.update(applied.matched)
+        return applied.cluster
+
+    baseline_file: str | None = args.baseline or config.baseline
+    if baseline_file:
+        try:
+            options.baseline = baseline_mod.load(baseline_file)
+            options.baseline_root = baseline_mod.root_of(baseline_file)
+        except baseline_mod.BaselineError as exc:
+            raise CommandError(problems=exc.problems) from None
+    before, after = run_lint_variants(args.paths, loaded, options, [None, change], texts=texts,
+                                      matrix="html" in (args.format or []))
+    _require_input(args, after, texts, options)
+    after.add(problems)
+    threshold = Severity(args.fail_on or config.fail_on.value).rank
+    after.what_if = diff_results(failing_of(before, threshold), failing_of(after, threshold))
+    if after.matrix is not None:
+        after.matrix.changes = after.what_if.changes()
+    after.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
+    after.docs_url = config.docs_url
+    after.source_root = repository_root() or os.getcwd()
+    after.tool_version = __version__
+    after.show_suppressed = args.show_suppressed
+    _emit(args, after)
+    return what_if_exit(after, threshold)
 
 
 def _require_input(args: argparse.Namespace, report: LintReport, texts: dict[str, str] | None,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from compatcheck.core.checks.base import EvalContext, lookup_images
+from compatcheck.core.checks.base import EvalContext, PodAnalysis, lookup_images
 from compatcheck.core.cluster import Cluster
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex, claims_crl
@@ -21,9 +21,11 @@ from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
+from compatcheck.core.matrix import Matrix, build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import KindTable, default_kinds, object_ref
+from compatcheck.core.whatif import workload_key
+from compatcheck.core.workloads import KindTable, default_kinds, object_ref, pod_targets
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes, may_hold_crl
 from compatcheck.io.manifests import (
     DEFAULT_MAX_FILE_BYTES,
@@ -283,6 +285,62 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
              keep: list[LintedObject] | None = None) -> LintReport:
     report = LintReport()
     parsed, ctx = prepare(paths, loaded, options, report, texts, keep_text=keep is not None)
+    _evaluate_all(parsed, ctx, loaded, options, report, keep)
+    return report
+
+
+ClusterChange = Callable[[Cluster], Cluster]
+
+
+def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
+                      variants: list[ClusterChange | None], *,
+                      texts: dict[str, str] | None = None, matrix: bool = False) -> list[LintReport]:
+    """One lint of the same input per variant of the --nodes cluster view (None: the view as read; a function:
+    the view it returns, see ``compatcheck.core.whatif``), reading and parsing the input once. Each report has
+    the reading's diagnostics; a variant's own (what its change says) go to the caller. ``matrix``: the last
+    report also gets the compatibility matrix of its view (``compatcheck.core.matrix``)."""
+    base = LintReport()
+    parsed, ctx = prepare(paths, loaded, options, base, texts)
+    reports: list[LintReport] = []
+    for change in variants:
+        report = LintReport(errors=list(base.errors), warnings=list(base.warnings), notes=list(base.notes),
+                            files=base.files, skipped=base.skipped)
+        vctx = ctx
+        if change is not None and ctx.cluster is not None:
+            root = ctx.root
+            vctx = EvalContext(root.kb, change(ctx.cluster), root.crl, dra=root.dra,
+                               serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins,
+                               driver_policy=root.driver_policy)
+            if ctx.registry:
+                vctx = vctx.with_registry(ctx.registry)
+        _evaluate_all(parsed, vctx, loaded, options, report, None)
+        reports.append(report)
+        if matrix and change is variants[-1] and vctx.cluster is not None:
+            report.matrix = _matrix(parsed, vctx, loaded, options)
+    return reports
+
+
+def _matrix(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions) -> Matrix:
+    """Each GPU workload of ``parsed`` evaluated on each node class of ``ctx``'s cluster alone."""
+    assert ctx.cluster is not None
+    root = ctx.root
+    per_pool = []
+    for i in range(len(ctx.cluster.classes)):
+        pctx = EvalContext(root.kb, restrict(ctx.cluster, i, root.kb), root.crl, dra=root.dra,
+                           serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins,
+                               driver_policy=root.driver_policy)
+        if ctx.registry:
+            pctx = pctx.with_registry(ctx.registry)
+        pool_report = LintReport()
+        _evaluate_all(parsed, pctx, loaded, replace(options, baseline=None), pool_report, None)
+        per_pool.append(pool_report.findings)
+    rows = [workload_key(object_ref(obj)) for pf in parsed for doc in pf.documents for _p, obj in iter_objects(doc)
+            if any(PodAnalysis(pod, ctx).is_gpu_pod for pod in pod_targets(obj, loaded.kb.kinds))]
+    return build_matrix([pool_of(c) for c in ctx.cluster.classes], rows, per_pool)
+
+
+def _evaluate_all(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions,
+                  report: LintReport, keep: list[LintedObject] | None) -> None:
     only = options.only
     rules = loaded.ruleset if only is None else loaded.ruleset.subset(lambda r: r.id in only)
     report.rules = list(rules)
@@ -326,7 +384,6 @@ def run_lint(paths: list[str], loaded: Loaded, options: LintOptions, *, texts: d
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
         _unrendered(pf, loaded, report, options)
-    return report
 
 
 def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:

@@ -25,6 +25,7 @@ FORMATTERS: dict[str, Callable[[LintReport], str]] = {
     "sarif": _lazy("sarif"),
     "junit": _lazy("junit"),
     "github": _lazy("github"),
+    "html": _lazy("html"),
 }
 
 __all__ = ["FORMATTERS", "LintReport"]

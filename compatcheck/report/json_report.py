@@ -28,6 +28,8 @@ def render(report: LintReport) -> str:
         }
         if f.fix is not None:
             item["fix"] = f.fix.to_json()
+        if report.audit is not None:  # compatcheck audit: the running pods of the owner the finding is about
+            item["pods"] = report.audit["podsByOwner"].get(f"{f.obj.kind}/{f.obj.namespace or ''}/{f.obj.name}", 0)
         findings.append(item)
     errors = [_located(e) for e in report.errors]
     suppressed = [{"rule": s.finding.rule_id, "file": s.finding.source.path if s.finding.source else None,
@@ -40,9 +42,14 @@ def render(report: LintReport) -> str:
     out["skipped"] = [{"file": n.path, "line": n.line, "reason": n.message} for n in report.notes]
     out["summary"] = {"files": report.files, "objects": report.objects, "findings": report.counts(),
                       "suppressed": len(report.suppressed)}
+    if report.audit is not None:
+        out["summary"]["audit"] = {k: v for k, v in report.audit.items() if k != "podsByOwner"}
     if report.skipped:  # documents of kinds without pod specs, skipped unparsed (only when there are some)
         out["summary"]["documentsWithoutPodSpecs"] = report.skipped
     out["coverage"] = report.coverage_json()
     if suppressed is not None:
         out["suppressed"] = suppressed
+    if report.what_if is not None:
+        out["whatIf"] = {"changes": [{"change": text, "nodes": n} for text, n in report.what_if_changes],
+                         **report.what_if.to_json()}
     return json.dumps(out, indent=2) + "\n"

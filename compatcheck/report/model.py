@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from compatcheck.core.matrix import Matrix
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
+from compatcheck.core.whatif import WhatIfDiff
 
 if TYPE_CHECKING:
     from compatcheck.core.rules import Rule
@@ -61,6 +63,14 @@ class LintReport:
     # Coverage: the objects that ask for a GPU, and those of them not checked (one record per reason).
     gpu_workloads: int = 0
     not_checked: list[NotChecked] = field(default_factory=list)
+    # --what-if: the difference the changes make (the findings are those after the changes), and each change with
+    # the number of nodes it matched.
+    what_if: WhatIfDiff | None = None
+    what_if_changes: list[tuple[str, int]] = field(default_factory=list)
+    # compatcheck audit: what was read (nodes, node classes, owners, pods, pods per owner); None for a lint.
+    audit: dict[str, Any] | None = None
+    # --format html: the compatibility matrix (GPU workloads x node pools) of the run's view; None when not asked.
+    matrix: Matrix | None = None
 
     def add(self, diagnostics: Iterable[Diagnostic]) -> None:
         """File each diagnostic under its severity."""

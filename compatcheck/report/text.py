@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import groupby
 
 from compatcheck.core.model import Diagnostic
@@ -17,6 +18,22 @@ def diagnostic_line(d: Diagnostic, color: bool = False) -> str:
     label = "note" if d.kind == "note" else d.severity.value
     prefix = f"{where}: " if where else ""  # about no file (a registry, an image named on the command line)
     return f"{prefix}{_COLORS[label]}{label}{_RESET}: {d.message}" if color else f"{prefix}{label}: {d.message}"
+
+
+def what_if_lines(report: LintReport, paint: Callable[[str, str], str]) -> list[str]:
+    """The what-if section: each change, then the workloads newly broken, newly fixed and still failing."""
+    assert report.what_if is not None
+    lines = [paint("what-if", "note")]
+    for text, n in report.what_if_changes:
+        lines.append(f"  {text}  ({n} node{'s' if n != 1 else ''})")
+    for title, entries, kind in (("newly broken", report.what_if.newly_broken, "error"),
+                                 ("newly fixed", report.what_if.newly_fixed, "info"),
+                                 ("still failing", report.what_if.still_failing, "warning")):
+        lines.append(paint(f"{title} ({len(entries)})", kind) if entries else f"{title} (0)")
+        for e in entries:
+            kind_, namespace, name = e.workload
+            lines.append(f"  {kind_} {namespace + '/' if namespace else ''}{name}: {', '.join(e.rules)}")
+    return lines
 
 
 def render(report: LintReport) -> str:
@@ -41,9 +58,16 @@ def render(report: LintReport) -> str:
             f = s.finding
             loc = f"{f.source.path}:{f.source.line}" if f.source else "-"
             lines.append(f"  {loc}  {f.rule_id} ({f.obj.describe()}) by {s.how}: {s.reason or '(no reason)'}")
+    if report.what_if is not None:
+        lines.extend(what_if_lines(report, paint))
     c = report.counts()
     skipped = f" (and {report.skipped} documents without pod specs, not parsed)" if report.skipped else ""
-    lines.append(f"{report.files} files, {report.objects} objects{skipped}: {c['error']} errors, "
+    read = f"{report.files} files, {report.objects} objects{skipped}"
+    if report.audit is not None:
+        a = report.audit
+        read = (f"{a['nodes']} nodes ({a['nodeClasses']} classes), {report.objects} objects, {a['owners']} owners, "
+                f"{a['pods']} running pods")
+    lines.append(f"{read}: {c['error']} errors, "
                  f"{c['warning']} warnings, "
                  f"{c['info']} info" + (f"; {len(report.errors)} input errors" if report.errors else "")
                  + (f"; {len(report.warnings)} input warnings" if report.warnings else "")
