@@ -136,7 +136,8 @@ def test_audit_text_output(capsys: pytest.CaptureFixture[str], server: FakeApiSe
     assert lines[1].startswith("         -  error    image CUDA 12.8 (image nvidia/cuda:12.8.0-runtime-ubuntu22.04) "
                                "needs a driver from branch >= 570")
     assert lines[1].endswith("(1 running pod affected)  (cuda-driver-too-old; CronJob ml/nightly [main])")
-    assert lines[-1] == "3 nodes (2 classes), 17 objects, 6 owners, 9 running pods: 3 errors, 1 warnings, 0 info"
+    assert lines[-2:] == ["3 nodes (2 classes), 17 objects, 6 owners, 9 running pods: 3 errors, 1 warnings, 0 info",
+                          "GPU workloads: 6, checked 6, not checked 0"]
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "junit", "github"])
@@ -307,3 +308,26 @@ def test_a_progress_bar_on_a_terminal_only(capsys: pytest.CaptureFixture[str], s
     assert "pods: " in err and " objects" in err  # tqdm's bar: the resource being listed and the objects read
     code, _out, err = _audit(capsys, server, tmp_path, "--format", "json", "--no-progress")
     assert err == ""
+
+
+def test_without_the_pool_label_the_platform_policy_decides(capsys: pytest.CaptureFixture[str],
+                                                            tmp_path: Path) -> None:
+    """The same cluster, but the t4 pool's admin has not declared forward compatibility: the platform's policy
+    (driver >= runtime) makes CUDA 12.2 on R525 an error, and the audit says so once for the Deployment."""
+    nodes = _load("nodes.yaml")
+    for node in nodes:
+        node["metadata"]["labels"].pop("compatcheck.io/forward-compatibility", None)
+    srv = FakeApiServer()
+    srv.add(nodes)
+    srv.add(_load("cluster.yaml"))
+    srv.add(PODS)
+    srv.start()
+    try:
+        code, out, _err = _audit(capsys, srv, tmp_path, "--format", "json")
+    finally:
+        srv.stop()
+    assert code == 1
+    serve = [(r, sev) for (r, k, _ns, name, _n), sev in
+             zip(_rows(json.loads(out)), (f["severity"] for f in json.loads(out)["findings"]), strict=True)
+             if name == "serve-cu122"]
+    assert serve == [("cuda-driver-behind-runtime", "error")]

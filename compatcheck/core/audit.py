@@ -177,7 +177,6 @@ def pod_is_running(pod: JsonObject) -> bool:
 AUDIT_RESOURCES: dict[str, tuple[str, ...]] = {
     "": ("nodes", "pods", "replicationcontrollers"),  # + configmaps, in kube-public only (a Role)
     "apps": ("deployments", "statefulsets", "daemonsets", "replicasets"),
-    "extensions": ("deployments", "daemonsets", "replicasets"),
     "batch": ("jobs", "cronjobs"),
     "resource.k8s.io": ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"),
     "apps.openshift.io": ("deploymentconfigs",),
@@ -189,6 +188,7 @@ AUDIT_RESOURCES: dict[str, tuple[str, ...]] = {
     "jobset.x-k8s.io": ("jobsets",),
     "leaderworkerset.x-k8s.io": ("leaderworkersets",),
     "batch.volcano.sh": ("jobs",),
+    "serving.kubeflow.org": ("inferenceservices",),  # KFServing, before KServe's rename
     "serving.kserve.io": ("inferenceservices", "inferencegraphs", "llminferenceservices", "servingruntimes",
                           "clusterservingruntimes"),
     "serving.knative.dev": ("services",),

@@ -38,8 +38,8 @@ from compatcheck.core.matrix import build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity, SourceRef
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.workloads import default_kinds
-from compatcheck.report.model import LintReport, Silenced
+from compatcheck.core.workloads import default_kinds, object_ref
+from compatcheck.report.model import LintReport, NotChecked, Silenced
 from compatcheck.webhook.clusterview import CRL_NAMESPACE, CRL_SELECTOR, NodeCompactor
 
 PAGE = 500  # kubectl's chunk size (--chunk-size default)
@@ -238,7 +238,8 @@ def run_audit(api: Any, kb: KnowledgeBase, rules: RuleSet, config: Config, optio
 
 def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, options: AuditOptions,
          change: Callable[[Cluster], Cluster] | None) -> Audit:
-    workload_kinds = set((kb.kinds or default_kinds()).keys()) - NOT_AUDITED  # the workload-kinds table (an admin's rows too)
+    # the workload-kinds table (an admin's rows too)
+    workload_kinds = set((kb.kinds or default_kinds()).keys()) - NOT_AUDITED
     wanted = {("", "Node"), ("", "ConfigMap"), *((DRA_GROUP, k) for k in DRA_KINDS), *workload_kinds}
     served = discover(lister, wanted)
     if ("", "Node") not in served:
@@ -285,6 +286,7 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
     audit = Audit(report, result, cluster.node_count, cluster)
 
     gpu = [False]  # whether the last object judged runs GPU pods
+    unchecked: dict[tuple[str | None, str | None, str | None], list[str]] = {}  # (kind, namespace, name) -> reasons
 
     def judge(obj: dict[str, Any]) -> list[list[Finding]]:
         out: list[list[Finding]] = []
@@ -292,6 +294,9 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
             evaluated = evaluate(obj, rules, ctx, severities=config.severities)
             if ctx is base:
                 gpu[0] = any(PodAnalysis(p, base).is_gpu_pod for p in evaluated.pods or ())
+                if evaluated.gpu and not evaluated.checked:  # coverage: what of it was not checked, per owner below
+                    ref = object_ref(obj)
+                    unchecked[(ref.kind, ref.namespace, ref.name)] = [r for _p, r in dict.fromkeys(evaluated.unchecked)]
             for p in evaluated.problems:
                 if p.severity is Severity.ERROR and p.kind == "internal":
                     report.add([Diagnostic(_where(obj), p.message, severity=Severity.WARNING, kind="internal")])
@@ -329,6 +334,12 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
             else:
                 result.add_pod(pod)
     owners = result.owners()
+    for owner in owners:  # coverage, once per owner as the findings are: each GPU workload, and what was not checked
+        if owner.gpu:
+            report.gpu_workloads += 1
+            key = (owner.ref.kind, owner.ref.namespace, owner.ref.name)
+            report.not_checked.extend(NotChecked(owner.ref, "/".join(p for p in key if p), None, reason)
+                                      for reason in unchecked.get(key, ()))
     for owner in owners:
         for f in owner.findings[shown].values():
             pods = owner.pods
