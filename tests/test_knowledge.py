@@ -114,6 +114,29 @@ def test_products(loaded: Loaded, label: str, cc: str) -> None:
     assert p is not None and str(p.compute_capability) == cc
 
 
+@pytest.mark.parametrize(("label", "mig"), [
+    # MIG user guide, supported GPUs (MIGUG610): the listed products offer MIG, no other does
+    ("NVIDIA-A100-SXM4-80GB", True), ("NVIDIA-A30", True), ("NVIDIA-H100-80GB-HBM3", True), ("NVIDIA-H200", True),
+    ("NVIDIA-H20", True), ("NVIDIA-B200", True), ("NVIDIA-GB200", True), ("NVIDIA-B300-SXM6-AC", True),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", True), ("Tesla-T4", False), ("NVIDIA-A10", False),
+    ("NVIDIA-A10G", False), ("NVIDIA-L4", False), ("NVIDIA-L40S", False), ("Tesla-V100-SXM2-32GB", False),
+    ("NVIDIA-GeForce-RTX-4090", False), ("NVIDIA-RTX-A6000", False), ("NVIDIA-GB10", False),
+    ("NVIDIA-RTX-PRO-4000-Blackwell", None),  # the RTX PRO Blackwell catch-all mixes MIG and non-MIG boards
+])
+def test_products_offer_mig(loaded: Loaded, label: str, mig: bool | None) -> None:
+    p = loaded.kb.product(label)
+    assert p is not None and p.mig is mig
+    profiles = loaded.kb.mig_profiles_for(label)
+    assert (profiles == frozenset()) is (mig is False)
+
+
+@pytest.mark.parametrize(("label", "cc"), [("NVIDIA-GeForce-GTX-1080-Ti", "6.1"), ("NVIDIA-GeForce-GTX-1650", "7.5"),
+                                           ("NVIDIA-GeForce-GTX-1660-SUPER", "7.5")])
+def test_geforce_gtx_products(loaded: Loaded, label: str, cc: str) -> None:
+    p = loaded.kb.product(label)
+    assert p is not None and str(p.compute_capability) == cc and p.mig is False and not p.datacenter
+
+
 @pytest.mark.parametrize("label", ["NVIDIA-L20Y", "Unknown-Card", "NVIDIA-H2000"])
 def test_unknown_products_are_not_guessed(loaded: Loaded, label: str) -> None:
     assert loaded.kb.product(label) is None
