@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version, parse_version
+from compatcheck.io.lint import LintOptions, run_lint
 from compatcheck.io.loader import Loaded
 
 
@@ -158,3 +161,33 @@ def test_every_table_row_has_a_known_source(loaded: Loaded) -> None:
     for name, rows in loaded.tables.items():
         for row in rows:
             assert row.get("source"), (name, row)
+
+
+_MIG_POD = """apiVersion: v1
+kind: Pod
+metadata: {{name: mig}}
+spec:
+  nodeSelector: {{nvidia.com/gpu.product: {product}}}
+  containers:
+    - name: c
+      image: nvcr.io/nvidia/pytorch:23.07-py3
+      resources:
+        limits: {{nvidia.com/mig-1g.5gb: 1}}
+"""
+
+
+@pytest.mark.parametrize(("product", "expected"), [
+    ("Tesla-T4", [("mig-profile-unknown", "error", "MIG profile 1g.5gb is not offered by Tesla-T4")]),
+    ("NVIDIA-L40S", [("mig-profile-unknown", "error", "MIG profile 1g.5gb is not offered by NVIDIA-L40S")]),
+    ("NVIDIA-A100-SXM4-40GB", []),          # offers 1g.5gb
+    ("NVIDIA-RTX-PRO-4000-Blackwell", []),  # MIG not recorded for this row: unknown, never guessed
+])
+def test_a_mig_resource_on_a_product_without_mig(loaded: Loaded, tmp_path: Path, product: str,
+                                                 expected: list[tuple[str, str, str]]) -> None:
+    """Only a nodeSelector names the product (no cluster profile): gpu-products' `mig: false` decides."""
+    path = tmp_path / "pod.yaml"
+    path.write_text(_MIG_POD.format(product=product), encoding="utf-8")
+    report = run_lint([str(path)], loaded, LintOptions())
+    assert not report.errors
+    got = [(f.rule_id, f.severity.value, f.message) for f in report.findings if f.rule_id.startswith("mig-")]
+    assert got == expected
