@@ -726,10 +726,14 @@ def test_mig_profiles(loaded: Loaded, label: str, profiles: set[str]) -> None:
     "NVIDIA-H20-3e",               # 0x232C is in no mig-parted filter
     "NVIDIA-A800-SXM4-40GB",
     "NVIDIA-RTX-PRO-5000-Blackwell",
-    "NVIDIA-L40S",                 # no MIG
 ])
 def test_mig_profiles_unknown(loaded: Loaded, label: str) -> None:
     assert loaded.kb.mig_profiles_for(label) is None
+
+
+@pytest.mark.parametrize("label", ["NVIDIA-L40S", "Tesla-T4", "NVIDIA-A10G"])
+def test_products_without_mig_offer_no_profile(loaded: Loaded, label: str) -> None:
+    assert loaded.kb.mig_profiles_for(label) == frozenset()  # gpu-products: mig: false (MIG user guide)
 
 
 def test_mig_resource_form() -> None:

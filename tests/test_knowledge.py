@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version, parse_version
+from compatcheck.io.lint import LintOptions, run_lint
 from compatcheck.io.loader import Loaded
 
 
@@ -121,6 +124,29 @@ def test_products(loaded: Loaded, label: str, cc: str) -> None:
     assert p is not None and str(p.compute_capability) == cc
 
 
+@pytest.mark.parametrize(("label", "mig"), [
+    # MIG user guide, supported GPUs (MIGUG610): the listed products offer MIG, no other does
+    ("NVIDIA-A100-SXM4-80GB", True), ("NVIDIA-A30", True), ("NVIDIA-H100-80GB-HBM3", True), ("NVIDIA-H200", True),
+    ("NVIDIA-H20", True), ("NVIDIA-B200", True), ("NVIDIA-GB200", True), ("NVIDIA-B300-SXM6-AC", True),
+    ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", True), ("Tesla-T4", False), ("NVIDIA-A10", False),
+    ("NVIDIA-A10G", False), ("NVIDIA-L4", False), ("NVIDIA-L40S", False), ("Tesla-V100-SXM2-32GB", False),
+    ("NVIDIA-GeForce-RTX-4090", False), ("NVIDIA-RTX-A6000", False), ("NVIDIA-GB10", False),
+    ("NVIDIA-RTX-PRO-4000-Blackwell", None),  # the RTX PRO Blackwell catch-all mixes MIG and non-MIG boards
+])
+def test_products_offer_mig(loaded: Loaded, label: str, mig: bool | None) -> None:
+    p = loaded.kb.product(label)
+    assert p is not None and p.mig is mig
+    profiles = loaded.kb.mig_profiles_for(label)
+    assert (profiles == frozenset()) is (mig is False)
+
+
+@pytest.mark.parametrize(("label", "cc"), [("NVIDIA-GeForce-GTX-1080-Ti", "6.1"), ("NVIDIA-GeForce-GTX-1650", "7.5"),
+                                           ("NVIDIA-GeForce-GTX-1660-SUPER", "7.5")])
+def test_geforce_gtx_products(loaded: Loaded, label: str, cc: str) -> None:
+    p = loaded.kb.product(label)
+    assert p is not None and str(p.compute_capability) == cc and p.mig is False and not p.datacenter
+
+
 @pytest.mark.parametrize("label", ["NVIDIA-L20Y", "Unknown-Card", "NVIDIA-H2000"])
 def test_unknown_products_are_not_guessed(loaded: Loaded, label: str) -> None:
     assert loaded.kb.product(label) is None
@@ -142,3 +168,33 @@ def test_every_table_row_has_a_known_source(loaded: Loaded) -> None:
     for name, rows in loaded.tables.items():
         for row in rows:
             assert row.get("source"), (name, row)
+
+
+_MIG_POD = """apiVersion: v1
+kind: Pod
+metadata: {{name: mig}}
+spec:
+  nodeSelector: {{nvidia.com/gpu.product: {product}}}
+  containers:
+    - name: c
+      image: nvcr.io/nvidia/pytorch:23.07-py3
+      resources:
+        limits: {{nvidia.com/mig-1g.5gb: 1}}
+"""
+
+
+@pytest.mark.parametrize(("product", "expected"), [
+    ("Tesla-T4", [("mig-profile-unknown", "error", "MIG profile 1g.5gb is not offered by Tesla-T4")]),
+    ("NVIDIA-L40S", [("mig-profile-unknown", "error", "MIG profile 1g.5gb is not offered by NVIDIA-L40S")]),
+    ("NVIDIA-A100-SXM4-40GB", []),          # offers 1g.5gb
+    ("NVIDIA-RTX-PRO-4000-Blackwell", []),  # MIG not recorded for this row: unknown, never guessed
+])
+def test_a_mig_resource_on_a_product_without_mig(loaded: Loaded, tmp_path: Path, product: str,
+                                                 expected: list[tuple[str, str, str]]) -> None:
+    """Only a nodeSelector names the product (no cluster profile): gpu-products' `mig: false` decides."""
+    path = tmp_path / "pod.yaml"
+    path.write_text(_MIG_POD.format(product=product), encoding="utf-8")
+    report = run_lint([str(path)], loaded, LintOptions())
+    assert not report.errors
+    got = [(f.rule_id, f.severity.value, f.message) for f in report.findings if f.rule_id.startswith("mig-")]
+    assert got == expected

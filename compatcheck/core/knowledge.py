@@ -189,6 +189,7 @@ class GpuProduct:
     compute_capability: Version
     datacenter: bool
     brand: str | None = None  # NVML brand (tesla, nvidia, nvidiartx, geforce...), when the table knows it
+    mig: bool | None = None  # whether the product offers MIG at all; None: not recorded
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ class KnowledgeBase:
         for row in tables.get("gpu-products", []):
             kb.products.append(GpuProduct(_regex(row["match"], "gpu-products", re.IGNORECASE), row["product"],
                                           _cc(row["computeCapability"]), bool(row.get("datacenter", False)),
-                                          row.get("brand")))
+                                          row.get("brand"), row.get("mig")))
         for row in tables.get("architectures", []):
             cc = _cc(row["computeCapability"])
             kb.architectures.setdefault(cc, Architecture(
@@ -419,13 +420,17 @@ class KnowledgeBase:
         return self.features.get(feature)
 
     def mig_profiles_for(self, product: str | None) -> frozenset[str] | None:
-        """Profiles of one product, or None when the product is not in the table."""
+        """Profiles of one product: none for a product gpu-products records as offering no MIG at all, None when
+        neither table knows it."""
         if product is None:
             return None
         name = normalise_product(product)
         for regex, _gpu, profiles in self.mig_profiles:
             if regex.search(name):
                 return profiles
+        known = self.product(product)
+        if known is not None and known.mig is False:
+            return frozenset()
         return None
 
     def all_mig_profiles(self) -> frozenset[str]:

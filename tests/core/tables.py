@@ -20,11 +20,13 @@ TABLES: dict[str, list[dict[str, Any]]] = {
                         {"branch": 470, "maxCuda": "11.4"}, {"branch": 470, "maxCuda": "11.9"},
                         {"branch": 525, "maxCuda": "12.0"}],
     "gpu-products": [
-        {"match": "^(NVIDIA-)?(Tesla-)?T4$", "product": "Tesla T4", "computeCapability": "7.5", "datacenter": True},
+        {"match": "^(NVIDIA-)?(Tesla-)?T4$", "product": "Tesla T4", "computeCapability": "7.5", "datacenter": True,
+         "mig": False},
         {"match": "^(NVIDIA-)?A100", "product": "A100", "computeCapability": "8.0", "datacenter": True},
         {"match": "RTX", "product": "GeForce RTX", "computeCapability": "8.6"},
         {"match": "A100-SXM", "product": "never: the row above matches first", "computeCapability": "9.0"},
-        {"match": "^(NVIDIA-)?H100", "product": "H100", "computeCapability": "9.0", "datacenter": True}],
+        {"match": "^(NVIDIA-)?H100", "product": "H100", "computeCapability": "9.0", "datacenter": True,
+         "mig": True}],
     "architectures": [
         {"computeCapability": "7.5", "architecture": "Turing", "firstCuda": "10.0", "removedIn": None},
         {"computeCapability": "3.5", "architecture": "Kepler", "firstCuda": None, "removedIn": "12.0"},

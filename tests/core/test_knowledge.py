@@ -213,7 +213,9 @@ def test_architecture_and_features(kb: KnowledgeBase) -> None:
 
 @pytest.mark.parametrize(("product", "profiles"), [
     ("A100-SXM4-40GB", {"1g.5gb", "7g.40gb"}), ("A100-SXM4-40GB-MIG-1g.5gb", {"1g.5gb", "7g.40gb"}),
-    ("H100-SHARED", {"1g.10gb"}), ("a100-sxm4-40gb", {"1g.5gb", "7g.40gb"}), ("A100-PCIE-40GB", None), (None, None)])
+    ("H100-SHARED", {"1g.10gb"}), ("a100-sxm4-40gb", {"1g.5gb", "7g.40gb"}), ("A100-PCIE-40GB", None), (None, None),
+    # gpu-products says mig: false -> no profile at all; a product without the field (RTX) stays unknown
+    ("Tesla-T4", set()), ("NVIDIA-Tesla-T4-SHARED", set()), ("GeForce-RTX-3090", None)])
 def test_mig_profiles_for(kb: KnowledgeBase, product: str | None, profiles: set[str] | None) -> None:
     assert kb.mig_profiles_for(product) == (frozenset(profiles) if profiles is not None else None)
 
