@@ -84,3 +84,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if reasons:
         line += "; skipped: " + "; ".join(f"{n} because {reason}" for reason, n in sorted(reasons.items()))
     terminalreporter.write_line(line)
+
+
+def image_table_as_of() -> str:
+    """The ``asOf`` date of the shipped image table, which findings about assumed releases quote ("table dated D")."""
+    import re
+
+    text = (ROOT / "rules" / "data" / "image-profiles.yaml").read_text()
+    found = re.search(r'^asOf: "?([0-9-]+)"?$', text, re.M)
+    assert found, "rules/data/image-profiles.yaml has no asOf"
+    return found.group(1)

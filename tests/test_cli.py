@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, image_table_as_of
 
 EXAMPLES = ROOT / "examples"
 
@@ -344,7 +344,7 @@ def test_images_explain_says_each_fact_and_its_source() -> None:
 
 
 NEWEST = ("assumed from v0.20.0 to before v0.22.0, the newest vllm-openai release compatcheck knows, table dated "
-          "2026-11-21")
+          f"{image_table_as_of()}")
 
 
 @pytest.mark.parametrize(("image", "resolution", "assumed", "line"), [

@@ -11,6 +11,7 @@ import pytest
 from compatcheck.core.images import ImageFacts
 from compatcheck.core.versions import parse_version
 from compatcheck.io.loader import Loaded
+from tests.conftest import image_table_as_of
 
 KERNELS_V02 = (["7.0", "7.5", "8.0", "8.6", "8.9", "9.0"], ["9.0"])  # vLLM TORCH_CUDA_ARCH_LIST 7.0 ... 9.0+PTX
 KERNELS_V092 = (["7.0", "7.5", "8.0", "8.9", "9.0", "10.0", "12.0"], [])
@@ -108,7 +109,7 @@ def test_vllm_outside_the_table_is_unknown(loaded: Loaded, ref: str) -> None:
     assert f.cuda is None and f.reason and not f.binaries
 
 
-NEWEST = "the newest {} release compatcheck knows, table dated 2026-11-21"
+NEWEST = "the newest {} release compatcheck knows, table dated " + image_table_as_of()
 
 
 @pytest.mark.parametrize(("ref", "assumed"), [
@@ -119,8 +120,8 @@ NEWEST = "the newest {} release compatcheck knows, table dated 2026-11-21"
                                 + NEWEST.format("vllm-openai")),
     ("vllm/vllm-openai:nightly", "a floating tag, assumed from v0.20.0 to before v0.22.0, "
                                  + NEWEST.format("vllm-openai")),
-    ("lmsysorg/sglang:latest", "a floating tag, assumed from v0.5.3.1 to before v0.5.7, " + NEWEST.format("sglang")),
-    ("lmsysorg/sglang:v0.5.7", "assumed from v0.5.3.1 to before v0.5.7, " + NEWEST.format("sglang")),
+    ("lmsysorg/sglang:latest", "a floating tag, assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
+    ("lmsysorg/sglang:v0.5.20", "assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
 ])
 def test_newer_and_floating_tags_are_assumed_from_the_newest_release(loaded: Loaded, ref: str, assumed: str) -> None:
     f = facts(loaded, ref)

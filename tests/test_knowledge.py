@@ -9,6 +9,7 @@ import pytest
 from compatcheck.core.versions import VersionError, parse_cuda_version, parse_driver_version, parse_version
 from compatcheck.io.lint import LintOptions, run_lint
 from compatcheck.io.loader import Loaded
+from tests.conftest import image_table_as_of
 
 
 @pytest.mark.parametrize(("text", "parts"), [("12", (12,)), ("12.4", (12, 4)), ("12.4.1", (12, 4, 1)),
@@ -108,7 +109,8 @@ def test_image_table_never_guesses(loaded: Loaded, image: str, recognised: bool)
 def test_floating_and_newer_tags_are_assumed_from_the_newest_release_and_say_so(loaded: Loaded, image: str) -> None:
     found = loaded.kb.image_facts(image)
     assert found is not None and found.cuda is not None and found.assumed is not None
-    assert found.assumed.endswith(f"the newest {found.profile} release compatcheck knows, table dated 2026-11-21")
+    assert found.assumed.endswith(f"the newest {found.profile} release compatcheck knows, table dated "
+                                  f"{image_table_as_of()}")
     assert found.assumed in found.origin
 
 

@@ -22,7 +22,7 @@ from compatcheck.core.model import Severity
 from compatcheck.core.policy import DriverPolicy
 from compatcheck.io.loader import Loaded, load_nodes
 from compatcheck.io.manifests import iter_objects, read_file
-from tests.conftest import FIXTURES, ROOT, shared, shared_files
+from tests.conftest import FIXTURES, ROOT, image_table_as_of, shared, shared_files
 
 
 @pytest.fixture(scope="module")
@@ -546,4 +546,4 @@ def test_an_assumed_finding_takes_the_policys_severity_at_admission(loaded: Load
     else:
         assert resp["status"]["message"] == (
             f"compatcheck denied Pod default/p:\n- {start}, the newest vllm-openai release compatcheck knows, table "
-            "dated 2026-11-21) needs a drive…")
+            f"dated {image_table_as_of()}) needs a drive…")
