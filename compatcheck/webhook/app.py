@@ -110,7 +110,7 @@ async def _admit(request: web.Request, endpoint: str) -> web.Response:
     undecidable = None if snapshot.synced else "the cluster view has not completed its first sync"
     ctx = snapshot.ctx
     if state.registry is not None and undecidable is None:
-        images = request_images(body)
+        images = request_images(body, ctx.kb.kinds)  # the kinds of the rules loaded (an admin's included)
         if images:  # what the images' own configs say, within the budget (the rest warms in the background)
             found = await state.registry.facts_for(images, state.registry.platform(ctx))
             if found:

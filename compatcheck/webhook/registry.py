@@ -34,6 +34,7 @@ from compatcheck.core.config import RegistrySettings
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.images import ImageRef, canonical, parse_reference
 from compatcheck.core.jsonutil import Json
+from compatcheck.core.workloads import KindTable
 from compatcheck.io.dockerauth import Credentials
 from compatcheck.io.imagefacts import choose_platform, make_client
 from compatcheck.io.oci import FetchError, HostPolicy, RegistryClient
@@ -53,7 +54,7 @@ class _Entry:
     expires: float  # monotonic; inf for a digest's facts
 
 
-def request_images(body: Json) -> list[str]:
+def request_images(body: Json, kinds: KindTable | None = None) -> list[str]:
     """The images whose config could decide a CUDA runtime in an AdmissionReview's object (and old object)."""
     req = body.get("request") if isinstance(body, dict) else None
     if not isinstance(req, dict):
@@ -62,7 +63,7 @@ def request_images(body: Json) -> list[str]:
     for key in ("object", "oldObject"):
         obj = req.get(key)
         if isinstance(obj, dict):
-            for image in lookup_images(obj):
+            for image in lookup_images(obj, kinds):
                 out.setdefault(image, None)
     return list(out)[:MAX_IMAGES_PER_REQUEST]
 
