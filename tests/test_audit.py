@@ -61,13 +61,22 @@ PODS = [
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    srv = FakeApiServer()
-    srv.add(_load("nodes.yaml"))
-    srv.add(_load("cluster.yaml"))
-    srv.add(PODS)
-    srv.start()
+    srv = audit_server()
     yield srv
     srv.stop()
+
+
+def audit_server(nodes: list[dict[str, Any]] | None = None, *extra: list[dict[str, Any]]) -> FakeApiServer:
+    """The fake API server, started, serving the audit fixtures' two pools (or ``nodes``), their workloads and
+    pods, and ``extra`` objects."""
+    srv = FakeApiServer()
+    srv.add(_load("nodes.yaml") if nodes is None else nodes)
+    srv.add(_load("cluster.yaml"))
+    srv.add(PODS)
+    for objects in extra:
+        srv.add(objects)
+    srv.start()
+    return srv
 
 
 def _audit(capsys: pytest.CaptureFixture[str], server: FakeApiServer, tmp_path: Path, *args: str,
@@ -317,11 +326,7 @@ def test_without_the_pool_label_the_platform_policy_decides(capsys: pytest.Captu
     nodes = _load("nodes.yaml")
     for node in nodes:
         node["metadata"]["labels"].pop("compatcheck.io/forward-compatibility", None)
-    srv = FakeApiServer()
-    srv.add(nodes)
-    srv.add(_load("cluster.yaml"))
-    srv.add(PODS)
-    srv.start()
+    srv = audit_server(nodes)
     try:
         code, out, _err = _audit(capsys, srv, tmp_path, "--format", "json")
     finally:

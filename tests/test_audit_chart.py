@@ -15,7 +15,7 @@ from compatcheck.cli.entry import main, parser
 from compatcheck.core.audit import AUDIT_RESOURCES
 from compatcheck.io.loader import builtin_kinds
 from tests.fake_apiserver import FakeApiServer
-from tests.test_audit import PODS, _load
+from tests.test_audit import audit_server
 from tests.test_chart import by_kind, template
 
 
@@ -51,11 +51,7 @@ def test_the_chart_audit_role_is_exactly_what_the_audit_lists(helm: str) -> None
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    srv = FakeApiServer()
-    srv.add(_load("nodes.yaml"))
-    srv.add(_load("cluster.yaml"))
-    srv.add(PODS)
-    srv.start()
+    srv = audit_server()
     yield srv
     srv.stop()
 

@@ -16,7 +16,7 @@ import pytest
 
 from compatcheck.cli.entry import main
 from tests.fake_apiserver import FakeApiServer
-from tests.test_audit import PODS, _load
+from tests.test_audit import audit_server
 
 
 def _free_port() -> int:
@@ -28,11 +28,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    srv = FakeApiServer()
-    srv.add(_load("nodes.yaml"))
-    srv.add(_load("cluster.yaml"))
-    srv.add(PODS)
-    srv.start()
+    srv = audit_server()
     yield srv
     srv.stop()
 

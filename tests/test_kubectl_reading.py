@@ -20,20 +20,8 @@ import pytest
 
 from compatcheck.io.manifests import parse_text
 from tests.conftest import ROOT, shared
+from tests.e2e.test_yaml_stream import BROKEN, GPU_POD, NO_LINE
 from tests.test_reading import BOM_LATER, TRICKY_PODS
-
-GPU_POD = """apiVersion: v1
-kind: Pod
-metadata:
-  name: gpu
-spec:
-  containers:
-  - name: c
-    image: nvidia/cuda:12.4.1-base-ubuntu22.04
-    resources:
-      limits:
-        nvidia.com/gpu: 1
-"""
 
 
 def _kubectl() -> str | None:
@@ -140,32 +128,8 @@ def test_a_duplicate_key_is_read_and_the_last_one_wins() -> None:
     assert (dup["pointer"], dup["line"]) == ("/spec/containers/0/image", 14) and "(lines 13 and 14)" in dup["message"]
 
 
-# (case, a document kubectl cannot decode, compatcheck's message, what kubectl says). The kinds are ones compatcheck
-# skips before the full parse (ConfigMap, Service, ClusterRole) and one it parses (Pod).
-BROKEN = [
-    ("undefined-alias", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: *x\n",
-     "invalid YAML: found undefined alias", "yaml: unknown anchor 'x' referenced"),
-    ("tab-indent", "apiVersion: v1\nkind: Service\nmetadata:\n\tname: bad\n",
-     "invalid YAML: found character that cannot start any token", "found character that cannot start any token"),
-    ("bad-indent", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: bad\n rules: []\n",
-     "invalid YAML: did not find expected key", "did not find expected key"),
-    ("mapping-value", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  cmd: echo a: b\n",
-     "invalid YAML: mapping values are not allowed in this context", "mapping values are not allowed in this context"),
-    ("open-quote", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: \"open\n  b: c\n",
-     "invalid YAML: found unexpected end of stream", "found unexpected end of stream"),
-    ("block-sequence", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  a: b\n  - c\n",
-     "invalid YAML: did not find expected key", "did not find expected key"),
-    ("pod-bad-indent", GPU_POD.replace("  name: gpu\n", "  name: bad\n   labels: {}\n"),
-     "invalid YAML: mapping values are not allowed in this context", "mapping values are not allowed in this context"),
-    ("null-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  ~: x\n",
-     "invalid YAML: a null mapping key (kubectl cannot convert it to JSON)", "unsupported map key of type"),
-    ("sequence-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  ? [a]\n  : b\n",
-     "invalid YAML: mapping keys must be plain scalars", "yaml: invalid map key"),
-    ("flow-sequence-key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata: {[a]: b}\n",
-     "invalid YAML: mapping keys must be plain scalars", "yaml: invalid map key"),
-]
-# Where kubectl names no line: the line of the broken document compatcheck names.
-NO_LINE = {"undefined-alias": 6, "null-key": 6, "sequence-key": 6, "flow-sequence-key": 5}
+# The broken documents and what kubectl says of each: the cases tests/e2e/test_yaml_stream.py runs against the real
+# API server (BROKEN, NO_LINE), here against kubectl offline.
 
 
 @pytest.mark.parametrize(("case", "bad", "message", "kubectl_says"), BROKEN, ids=[c[0] for c in BROKEN])

@@ -18,7 +18,7 @@ from compatcheck.core.model import Finding, ObjectRef, Severity
 from compatcheck.report.policyreport import APIS, build_reports
 from tests.conftest import shared
 from tests.fake_apiserver import FakeApiServer
-from tests.test_audit import PODS, _load
+from tests.test_audit import audit_server
 
 
 def _schema(crd_file: str, version: str) -> dict[str, Any]:
@@ -80,14 +80,10 @@ def test_the_schema_check_can_fail() -> None:
 
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
-    srv = FakeApiServer()
-    srv.add(_load("nodes.yaml"))
-    srv.add(_load("cluster.yaml"))
-    srv.add(PODS)
-    srv.add([{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",  # someone else's: left alone
-              "metadata": {"name": "kyverno-xyz", "namespace": "ml", "labels": {"app.kubernetes.io/managed-by":
-                                                                                   "kyverno"}}, "results": []}])
-    srv.start()
+    kyverno = {"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",  # someone else's: left alone
+               "metadata": {"name": "kyverno-xyz", "namespace": "ml",
+                            "labels": {"app.kubernetes.io/managed-by": "kyverno"}}, "results": []}
+    srv = audit_server(None, [kyverno])
     yield srv
     srv.stop()
 

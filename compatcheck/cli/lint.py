@@ -15,10 +15,8 @@ from compatcheck.cli.common import print_diagnostics, suggestion
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 
 if TYPE_CHECKING:  # the engine is imported by the commands, not by building the parser (``--version``)
-    from compatcheck.core.cluster import Cluster
     from compatcheck.core.config import Config, RegistrySettings
     from compatcheck.core.knowledge import KnowledgeBase
-    from compatcheck.core.model import Diagnostic
     from compatcheck.core.whatif import WhatIf, WorkloadKey
     from compatcheck.io.lint import LintedObject, LintOptions
     from compatcheck.io.loader import Loaded
@@ -235,8 +233,7 @@ def failing_of(report: LintReport, threshold: int) -> dict[WorkloadKey, frozense
 def _what_if_lint(args: argparse.Namespace, config: Config, loaded: Loaded, options: LintOptions,
                   texts: dict[str, str] | None) -> int:
     from compatcheck.core.model import Severity
-    from compatcheck.core.whatif import apply_what_ifs, diff_results
-    from compatcheck.io import baseline as baseline_mod
+    from compatcheck.core.whatif import RecordingChange, diff_results
     from compatcheck.io.lint import run_lint_variants
     from compatcheck.io.repo import repository_root
 
@@ -245,31 +242,16 @@ def _what_if_lint(args: argparse.Namespace, config: Config, loaded: Loaded, opti
     if args.write_baseline:
         raise CommandError("--what-if and --write-baseline do not go together")
     what_ifs = parse_what_ifs(args.what_if, loaded.kb)
-    problems: list[Diagnostic] = []
-    matched: dict[str, int] = {}
-
-    def change(cluster: Cluster) -> Cluster:
-        applied = apply_what_ifs(cluster, what_ifs, loaded.kb)
-        problems.extend(applied.problems)
-        matched.update(applied.matched)
-        return applied.cluster
-
-    baseline_file: str | None = args.baseline or config.baseline
-    if baseline_file:
-        try:
-            options.baseline = baseline_mod.load(baseline_file)
-            options.baseline_root = baseline_mod.root_of(baseline_file)
-        except baseline_mod.BaselineError as exc:
-            raise CommandError(problems=exc.problems) from None
+    change = RecordingChange(what_ifs, loaded.kb)  # (the baseline, if any, was read by lint_command)
     before, after = run_lint_variants(args.paths, loaded, options, [None, change], texts=texts,
                                       matrix="html" in (args.format or []))
     _require_input(args, after, texts, options)
-    after.add(problems)
+    after.add(change.problems)
     threshold = Severity(args.fail_on or config.fail_on.value).rank
     after.what_if = diff_results(failing_of(before, threshold), failing_of(after, threshold))
     if after.matrix is not None:
         after.matrix.changes = after.what_if.changes()
-    after.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
+    after.what_if_changes = [(w.text, change.matched.get(w.text, 0)) for w in what_ifs]
     after.docs_url = config.docs_url
     after.source_root = repository_root() or os.getcwd()
     after.tool_version = __version__

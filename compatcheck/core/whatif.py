@@ -260,6 +260,22 @@ class Applied:
     problems: list[Diagnostic] = field(default_factory=list)
 
 
+class RecordingChange:
+    """The cluster change a run evaluates its second view with: ``what_ifs`` applied, and what they matched and said
+    kept for the report (a run may build the view more than once; each application adds what it found)."""
+
+    def __init__(self, what_ifs: Sequence[WhatIf], kb: KnowledgeBase) -> None:
+        self.what_ifs, self.kb = what_ifs, kb
+        self.problems: list[Diagnostic] = []
+        self.matched: dict[str, int] = {}
+
+    def __call__(self, cluster: Cluster) -> Cluster:
+        applied = apply_what_ifs(cluster, self.what_ifs, self.kb)
+        self.problems.extend(applied.problems)
+        self.matched.update(applied.matched)
+        return applied.cluster
+
+
 def apply_what_ifs(cluster: Cluster, what_ifs: Sequence[WhatIf], kb: KnowledgeBase) -> Applied:
     """``cluster`` with every what-if applied in order. A what-if that matches no node, or that cannot be made to
     a node it matches, is an error (the run would answer another question than the one asked)."""

@@ -9,10 +9,9 @@ import sys
 from collections.abc import Callable
 
 from compatcheck import __version__
-from compatcheck.core.cluster import Cluster
-from compatcheck.core.model import Diagnostic, Severity
+from compatcheck.core.model import Severity
 from compatcheck.core.selectors import SelectorError, parse_selector
-from compatcheck.core.whatif import WhatIfError, apply_what_ifs, diff_results, failing, parse_what_if
+from compatcheck.core.whatif import RecordingChange, WhatIfError, diff_results, failing, parse_what_if
 from compatcheck.io.config import find_config
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.report import FORMATTERS
@@ -32,14 +31,7 @@ def audit_command(args: argparse.Namespace) -> int:
         what_ifs = [parse_what_if(t, loaded.kb) for t in args.what_if]
     except WhatIfError as exc:
         raise CommandError(str(exc)) from None
-    problems: list[Diagnostic] = []
-    matched: dict[str, int] = {}
-
-    def change(cluster: Cluster) -> Cluster:
-        applied = apply_what_ifs(cluster, what_ifs, loaded.kb)
-        problems.extend(applied.problems)
-        matched.update(applied.matched)
-        return applied.cluster
+    change = RecordingChange(what_ifs, loaded.kb)
 
     namespace = None if args.all_namespaces else args.namespace
     progress = not args.no_progress and sys.stderr.isatty() and not args.every
@@ -51,18 +43,18 @@ def audit_command(args: argparse.Namespace) -> int:
     options = AuditOptions(namespace, args.selector or "", args.chunk_size, progress, "html" in (args.format or []))
 
     def audit_once() -> tuple[Audit, int]:
-        problems.clear()
+        change.problems.clear()
         audit = run_audit(api, loaded.kb, loaded.ruleset, config, options, change if what_ifs else None)
         report = audit.report
         report.rules = list(loaded.ruleset)
-        report.add(problems)
+        report.add(change.problems)
         report.tool_version = __version__
         report.docs_url = config.docs_url
         report.show_suppressed = args.show_suppressed
         if what_ifs:
             report.what_if = diff_results(failing(audit.result.failing(0, threshold)),
                                           failing(audit.result.failing(1, threshold)))
-            report.what_if_changes = [(w.text, matched.get(w.text, 0)) for w in what_ifs]
+            report.what_if_changes = [(w.text, change.matched.get(w.text, 0)) for w in what_ifs]
             if report.matrix is not None:
                 report.matrix.changes = report.what_if.changes()
         if args.write_reports:
