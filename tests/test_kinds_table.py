@@ -23,8 +23,8 @@ from tests.conftest import ROOT, admission_review
 TABLE = ROOT / "rules" / "data" / "workload-kinds.yaml"
 R470 = {"nvidia.com/cuda.driver-version.major": "470"}
 MESSAGE = ("the pod's node selection admits only drivers for CUDA 11.4, too old for image CUDA 12.4 (image "
-           "nvidia/cuda:12.4.1-base-ubuntu22.04); it needs a driver from branch >= 550 (or >= 525 with minor-version "
-           "compatibility)")
+           "nvidia/cuda:12.4.1-base-ubuntu22.04); it needs a driver from branch >= 550")  # (the minor-version hint only
+# where the platform declares it: docs/driver-policy.md)
 
 
 def rows() -> list[dict[str, Any]]:

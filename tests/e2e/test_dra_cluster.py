@@ -84,9 +84,12 @@ def test_dra_claims_are_checked_against_the_live_resource_slices(kapi: KubeAPISe
         return out if rc != 0 and "dtype-unsupported-by-gpu" in out else ""
 
     out = wait_until(denied, 10, what="the view to hold the template and the slices")
+    # The slice's driver (R535, CUDA 12.2) is behind the image's CUDA 12.4: the platform's policy denies that too.
     assert (f'admission webhook "validate.dra.compatcheck.io" denied the request: compatcheck denied Deployment '
-            f"{ns}/vllm:\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); "
-            "eligible GPUs: Tesla-T4 (compute capability 7.5)") in out
+            f"{ns}/vllm:\n- cuda-driver-behind-runtime: image CUDA 12.4 (image vllm/vllm-openai:v0.6.3) is newer "
+            "than the driver's CUDA on 535.104.05 (CUDA 12.2)") in out
+    assert ("\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: "
+            "Tesla-T4 (compute capability 7.5)") in out
 
     # A template no device of the cluster can serve: denied with the allocator's reason (each denial line is cut
     # at 200 characters; the whole message is in fixtures/dra-request-unsatisfiable).

@@ -214,9 +214,12 @@ def test_the_live_view_reads_dra_where_only_v1beta1_is_served(kapi_v1beta1: Kube
         return out if rc != 0 and "dtype-unsupported-by-gpu" in out else ""
 
     out = wait_until(denied, 10, what="the view to hold the v1beta1 template and slices")
+    # The slice's driver (R535, CUDA 12.2) is behind the image's CUDA 12.4: the platform's policy denies that too.
     assert (f'admission webhook "validate.dra-beta.compatcheck.io" denied the request: compatcheck denied Deployment '
-            f"{ns}/vllm:\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); "
-            "eligible GPUs: Tesla-T4 (compute capability 7.5)") in out
+            f"{ns}/vllm:\n- cuda-driver-behind-runtime: image CUDA 12.4 (image vllm/vllm-openai:v0.6.3) is newer "
+            "than the driver's CUDA on 535.104.05 (CUDA 12.2)") in out
+    assert ("\n- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0 (bf16); eligible GPUs: "
+            "Tesla-T4 (compute capability 7.5)") in out
     rc, out = apply(template("h100", f"device.attributes['{NV}'].productName == 'NVIDIA H100 80GB HBM3'"))
     assert rc != 0
     assert out.startswith("Warning: resource.k8s.io/v1beta1 ResourceClaimTemplate is deprecated in v1.35+, "

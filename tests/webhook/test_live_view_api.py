@@ -350,12 +350,12 @@ def test_dra_is_read_from_the_newest_version_the_api_server_serves(kube: FakeKub
         # Both facts come from the slice the view holds (the node's own labels say R560 and nothing of DRA): the
         # T4's compute capability, and the driver the DRA driver publishes.
         found = {f.rule_id: f.message for f in decision.findings}
-        assert sorted(found) == ["cuda-driver-needs-forward-compat", "dtype-unsupported-by-gpu"]
+        assert sorted(found) == ["cuda-driver-behind-runtime", "dtype-unsupported-by-gpu"]  # the platform's policy
         assert found["dtype-unsupported-by-gpu"] == ("--dtype bfloat16 needs compute capability >= 8.0 (bf16); "
                                                      "eligible GPUs: Tesla-T4 (compute capability 7.5)")
-        assert found["cuda-driver-needs-forward-compat"].startswith(
-            "image CUDA 12.4 (image vllm/vllm-openai:v0.6.3) is newer than the driver on 535.104.05 (CUDA 12.2) on "
-            "t4-0: ")
+        assert found["cuda-driver-behind-runtime"].startswith(
+            "image CUDA 12.4 (image vllm/vllm-openai:v0.6.3) is newer than the driver's CUDA on 535.104.05 (CUDA 12.2) "
+            "on t4-0, and the platform requires a driver at least as new as the runtime")
     finally:
         view.stop()
 
