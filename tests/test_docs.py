@@ -103,3 +103,12 @@ def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
     local = [link for link in links if not link.startswith(("http://", "https://"))]
     assert len(local) >= 8 and not [link for link in local if not (ROOT / link).exists()]
     assert "mkdocs serve" in readme
+
+
+def test_every_module_is_in_the_architecture_module_map() -> None:
+    """docs/architecture.md's module map names every module of the package, and nothing that is gone."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    mapped = set(re.findall(r"^\| `(compatcheck/[^`]+\.py)` \|", page, re.M))
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "compatcheck").rglob("*.py") if "__pycache__" not in p.parts}
+    assert sorted(modules - mapped) == [], "add these to the module map of docs/architecture.md"
+    assert sorted(mapped - modules) == [], "these modules of the map are gone"
