@@ -1,7 +1,7 @@
 """The command line: one module per subcommand group, each of which only parses, calls, formats and exits.
 
 The webhook's own subcommands (``webhook serve``, ``cert generate``, ``review``) are registered by
-``compatcheck.webhook.commands``, whose handlers are named by string and imported only when run, so a lint-only
+``compatcheck.cli.webhook``, whose handlers are named by string and imported only when run, so a lint-only
 install (no webhook extra) never imports aiohttp, kubernetes or cryptography.
 """
 

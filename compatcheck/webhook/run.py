@@ -1,4 +1,4 @@
-"""What the webhook's subcommands do (``compatcheck.webhook.commands`` describes their arguments): generate
+"""What the webhook's subcommands do (``compatcheck.cli.webhook`` describes their arguments): generate
 certificates, serve (self-managed TLS, the cluster view, the HTTPS server) and answer one AdmissionReview offline.
 Imported only when one of those commands runs; the webhook extra must be installed."""
 
