@@ -468,7 +468,9 @@ HELM_MARKER = re.compile(r"\{\{-?\s*[.$a-zA-Z(]")
 # the end of the text, quadratic in a long line of them.)
 _ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]{0,256})?\}")
 _GO_TEMPLATE = re.compile(r"\{\{-?\s{0,64}[.$a-zA-Z(\"][^\n{}]{0,1024}\}\}")
-VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.yaml, values-prod.yaml, values.gpu.yml
+# Helm values files: values.yaml, values-prod.yaml, values.gpu.yml, and a prefixed name (g5-values.yaml,
+# gpu_values.yaml, a flattened charts__app__values.yaml): "values" after a "-", "_" or "." only (no "myvalues.yaml").
+VALUES_FILE = re.compile(r"(?:[^/\\]*[-_.])?values[^/\\]*\.ya?ml")
 
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
 # scalar may hold such a line, so they are safe to find with a regular expression).
@@ -508,7 +510,7 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
     document), and skip those whose top-level kind it refuses without composing them (counted in ``skipped``; their
     syntax is still checked by the C parser, which builds nothing)."""
     result = ParsedFile(path=path, documents=[], errors=[], notes=[], text=text)
-    if path.endswith(".json") and text.lstrip().startswith(("{", "[")):
+    if path.endswith(".json") and _after_json_comments(text).startswith(("{", "[")):
         return _parse_json(path, text, result, strict, wanted)
     if wanted is not None and VALUES_FILE.fullmatch(os.path.basename(path)) and not (
             _TOP_KIND.search(text) and _TOP_API_VERSION.search(text)):
@@ -897,6 +899,18 @@ def load_data(text: str) -> list[Any]:
 
 
 _KUBERNETES_JSON = re.compile(r'"apiVersion"\s*:')
+# Comments before a JSON file's first '{' (JSON with comments: a devcontainer.json or tsconfig.json headed by '//'
+# lines, a licence in a '/* ... */' block): such a file is read as JSON (and, when it is no Kubernetes object,
+# skipped quietly as other non-Kubernetes JSON is), not as YAML, which would fail on the comment.
+_JSON_COMMENT = re.compile(r"\s*(?://[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)")
+
+
+def _after_json_comments(text: str) -> str:
+    """The first characters of ``text`` after leading blanks and JSON-with-comments comments."""
+    at = 0
+    while (found := _JSON_COMMENT.match(text, at)) is not None and found.end() > at:
+        at = found.end()
+    return text[at:at + 64].lstrip()
 
 
 def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: KindFilter | None) -> ParsedFile:
