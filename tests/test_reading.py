@@ -143,6 +143,31 @@ def test_helm_values_files_are_skipped_with_a_note(tmp_path: Path) -> None:
     assert out["summary"]["objects"] == 1
 
 
+def test_prefixed_helm_values_files_are_skipped_with_a_note(tmp_path: Path) -> None:
+    # g5-values.yaml (Slinky's), gpu_values.yml, a flattened charts__app__values.yaml; "myvalues.yaml" is no such name.
+    for name in ("g5-values.yaml", "gpu_values.yml", "charts__app__values.yaml", "myvalues.yaml"):
+        write(tmp_path, name, "nodeset:\n  resources:\n    limits:\n      nvidia.com/gpu: 1\n")
+    _code, out = lint_json(str(tmp_path))
+    assert out["errors"] == []
+    assert sorted((Path(s["file"]).name, s["reason"]) for s in out["skipped"]) == [
+        (name, f"a Helm values file, not a manifest: skipped (lint the chart with --helm-chart DIR -f {name})")
+        for name in ("charts__app__values.yaml", "g5-values.yaml", "gpu_values.yml")]
+
+
+def test_json_with_comments_before_the_brace_is_read_as_json(tmp_path: Path) -> None:
+    # A devcontainer.json headed by '//' lines, a dashboard headed by a '/* ... */' licence (CRLF): no Kubernetes
+    # object, skipped quietly as other non-Kubernetes JSON (read as YAML, the first was an error, exit 2).
+    write(tmp_path, "devcontainer.json", '// see https://containers.dev\n{\n  "runArgs": ["--gpus=all"], // all\n}\n')
+    (tmp_path / "dashboard.json").write_bytes(b'/*\r\n# Licence\r\n*/\r\n{"displayName": "${__interval}"}\r\n')
+    code, out = lint_json(str(tmp_path))
+    assert (code, out["errors"], out["skipped"], out["summary"]["objects"]) == (0, [], [], 0)
+    # One that claims to be a Kubernetes object is still an error, on its line.
+    write(tmp_path, "pod.json", '// a pod\n{"apiVersion": "v1", "kind": "Pod", // x\n "spec": {}}\n')
+    code, out = lint_json(str(tmp_path / "pod.json"))
+    assert code == 2 and [(Path(e["file"]).name, e["message"].split(":")[0]) for e in out["errors"]] == [
+        ("pod.json", "invalid JSON")]
+
+
 # ------------------------------------------------------------------------------------------ exclusions
 
 

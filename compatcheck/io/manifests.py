@@ -470,6 +470,18 @@ _ENV_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]{0,256}
 _GO_TEMPLATE = re.compile(r"\{\{-?\s{0,64}[.$a-zA-Z(\"][^\n{}]{0,1024}\}\}")
 VALUES_FILE = re.compile(r"values[^/\\]*\.ya?ml")  # Helm values files: values.yaml, values-prod.yaml, values.gpu.yml
 
+
+def is_values_file(name: str) -> bool:
+    """A Helm values file's name: ``VALUES_FILE``, or one with a prefix ending in "-", "_" or "." (g5-values.yaml,
+    gpu_values.yaml, a flattened charts__app__values.yaml; not "myvalues.yaml"). (Found with str.find: a regular
+    expression with an optional prefix before "values" backtracks quadratically when searched.)"""
+    at = 0
+    while (at := name.find("values", at)) >= 0:
+        if at == 0 or name[at - 1] in "-_.":  # the first such "values" decides: the rest is [^/\\]* either way
+            return VALUES_FILE.fullmatch(name, at) is not None
+        at += 1
+    return False
+
 # Document boundaries, as the YAML scanner sees them: '---' or '...' at column 0, then a blank or the line end (no
 # scalar may hold such a line, so they are safe to find with a regular expression).
 # (Found after a '\n', which the regular-expression engine looks for fast; the text's first line is looked at alone.)
@@ -508,9 +520,9 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
     document), and skip those whose top-level kind it refuses without composing them (counted in ``skipped``; their
     syntax is still checked by the C parser, which builds nothing)."""
     result = ParsedFile(path=path, documents=[], errors=[], notes=[], text=text)
-    if path.endswith(".json") and text.lstrip().startswith(("{", "[")):
+    if path.endswith(".json") and _after_json_comments(text).startswith(("{", "[")):
         return _parse_json(path, text, result, strict, wanted)
-    if wanted is not None and VALUES_FILE.fullmatch(os.path.basename(path)) and not (
+    if wanted is not None and is_values_file(os.path.basename(path)) and not (
             _TOP_KIND.search(text) and _TOP_API_VERSION.search(text)):
         result.notes.append(_note(path, "a Helm values file, not a manifest: skipped (lint the chart with "
                                         f"--helm-chart DIR -f {os.path.basename(path)})", None))
@@ -897,6 +909,28 @@ def load_data(text: str) -> list[Any]:
 
 
 _KUBERNETES_JSON = re.compile(r'"apiVersion"\s*:')
+# Comments before a JSON file's first '{' (JSON with comments: a devcontainer.json or tsconfig.json headed by '//'
+# lines, a licence in a '/* ... */' block): such a file is read as JSON (and, when it is no Kubernetes object,
+# skipped quietly as other non-Kubernetes JSON is), not as YAML, which would fail on the comment.
+# (Found with str.find, one pass: no regular expression to backtrack over an unclosed '/*'.)
+
+
+def _after_json_comments(text: str) -> str:
+    """The first characters of ``text`` after leading blanks and JSON-with-comments comments."""
+    at = 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if text.startswith("//", at):
+            end = text.find("\n", at)
+        elif text.startswith("/*", at):
+            end = text.find("*/", at + 2)
+            end = end + 1 if end >= 0 else -1
+        else:
+            return text[at:at + 64]
+        if end < 0:
+            return ""
+        at = end + 1
 
 
 def _parse_json(path: str, text: str, result: ParsedFile, strict: bool, wanted: KindFilter | None) -> ParsedFile:
