@@ -307,12 +307,7 @@ def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
                             files=base.files, skipped=base.skipped)
         vctx = ctx
         if change is not None and ctx.cluster is not None:
-            root = ctx.root
-            vctx = EvalContext(root.kb, change(ctx.cluster), root.crl, dra=root.dra,
-                               serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins,
-                               driver_policy=root.driver_policy)
-            if ctx.registry:
-                vctx = vctx.with_registry(ctx.registry)
+            vctx = ctx.with_cluster(change(ctx.cluster))
         _evaluate_all(parsed, vctx, loaded, options, report, None)
         reports.append(report)
         if matrix and change is variants[-1] and vctx.cluster is not None:
@@ -323,14 +318,9 @@ def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
 def _matrix(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions) -> Matrix:
     """Each GPU workload of ``parsed`` evaluated on each node class of ``ctx``'s cluster alone."""
     assert ctx.cluster is not None
-    root = ctx.root
     per_pool = []
     for i in range(len(ctx.cluster.classes)):
-        pctx = EvalContext(root.kb, restrict(ctx.cluster, i, root.kb), root.crl, dra=root.dra,
-                           serving_runtimes=root.serving_runtimes, admission_plugins=root.admission_plugins,
-                               driver_policy=root.driver_policy)
-        if ctx.registry:
-            pctx = pctx.with_registry(ctx.registry)
+        pctx = ctx.with_cluster(restrict(ctx.cluster, i, ctx.kb))
         pool_report = LintReport()
         _evaluate_all(parsed, pctx, loaded, replace(options, baseline=None), pool_report, None)
         per_pool.append(pool_report.findings)

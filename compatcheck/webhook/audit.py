@@ -273,15 +273,12 @@ def _run(lister: Lister, kb: KnowledgeBase, rules: RuleSet, config: Config, opti
                        admission_plugins=config.admission_plugins, driver_policy=config.driver_policy)
     contexts = [base]
     if change is not None:
-        contexts.append(EvalContext(kb, change(cluster), crl, dra=dra_index, serving_runtimes=runtimes,
-                                    admission_plugins=config.admission_plugins, driver_policy=config.driver_policy))
+        contexts.append(base.with_cluster(change(cluster)))
     shown = len(contexts) - 1  # the view the report's findings are of (after the what-ifs)
     view = contexts[shown].cluster
     assert view is not None
     if options.matrix:  # each node class of that view alone, for the matrix's cells
-        contexts.extend(EvalContext(kb, restrict(view, i, kb), crl, dra=dra_index, serving_runtimes=runtimes,
-                                    admission_plugins=config.admission_plugins, driver_policy=config.driver_policy)
-                        for i in range(len(view.classes)))
+        contexts.extend(base.with_cluster(restrict(view, i, kb)) for i in range(len(view.classes)))
     result = AuditResult(len(contexts))
     audit = Audit(report, result, cluster.node_count, cluster)
 

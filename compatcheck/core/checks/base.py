@@ -147,6 +147,15 @@ class EvalContext:
     def root(self) -> EvalContext:
         return self.base or self
 
+    def with_cluster(self, cluster: Cluster) -> EvalContext:
+        """The same inputs (knowledge, CRLs, DRA claims, serving runtimes, plugins, driver policy and registry facts)
+        judged against another cluster view: a what-if, or one pool of the compatibility matrix. The memos start
+        empty, as they hold node classes of a view."""
+        root = self.root
+        ctx = EvalContext(root.kb, cluster, root.crl, dra=root.dra, serving_runtimes=root.serving_runtimes,
+                          admission_plugins=root.admission_plugins, driver_policy=root.driver_policy)
+        return ctx.with_registry(self.registry) if self.registry else ctx
+
     def registry_key(self) -> tuple[tuple[str, str], ...]:
         """What the registry facts are, in a few bytes, for caches of evaluations."""
         return tuple(sorted((image, f"{rf.digest}/{rf.config_digest}") for image, rf in self.registry.items()))

@@ -361,47 +361,28 @@ def _affinity_fix(a: PodAnalysis, ctx: EvalContext, runtime: Version) -> Fix | N
 
 _SCOPE = "each GPU container's CUDA runtime with the drivers of the nodes it can land on"
 
-register(PodCheck(
-    name="cuda-driver-too-old",
-    description=f"Compares {_SCOPE}: reports drivers that cannot run it at all (incompatible), or only through a "
-                "relaxation the driver policy does not declare across a major version.",
-    needs_nodes=True,
-    fix_applicability=Applicability.UNSAFE,
-    params_schema=NO_PARAMS_SCHEMA,
-    prepare=no_params,
-    evaluate=_too_old,
-))
-register(PodCheck(
-    name="cuda-driver-forward-compat",
-    description=f"Compares {_SCOPE}: reports drivers too old for it that run it only through the image's forward "
-                "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU), where the "
-                "driver policy declares that the platform enables it.",
-    needs_nodes=True,
-    fix_applicability=Applicability.UNSAFE,
-    params_schema=NO_PARAMS_SCHEMA,
-    prepare=no_params,
-    evaluate=_forward_compat,
-))
-register(PodCheck(
-    name="cuda-driver-behind-runtime",
-    description=f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, where the driver "
-                "policy does not declare minor-version compatibility (the platform requires driver >= runtime).",
-    needs_nodes=True,
-    fix_applicability=Applicability.UNSAFE,
-    params_schema=NO_PARAMS_SCHEMA,
-    prepare=no_params,
-    evaluate=_behind_runtime,
-))
-register(PodCheck(
-    name="cuda-driver-minor-version-compat",
-    description=f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, that run it only "
-                "through minor-version compatibility where the driver policy declares that the platform accepts it.",
-    needs_nodes=True,
-    fix_applicability=Applicability.UNSAFE,
-    params_schema=NO_PARAMS_SCHEMA,
-    prepare=no_params,
-    evaluate=_minor_version_compat,
-))
+
+def _driver_path_check(name: str, evaluate: Callable[[PodAnalysis, EvalContext, NoParams], Iterator[Violation]],
+                       description: str) -> None:
+    """One of the check types that each report one path of the driver policy (docs/driver-policy.md): they differ
+    only in the path they report, and offer the same unsafe fix (require nodes whose driver supports the runtime)."""
+    register(PodCheck(name=name, description=description, needs_nodes=True, fix_applicability=Applicability.UNSAFE,
+                      params_schema=NO_PARAMS_SCHEMA, prepare=no_params, evaluate=evaluate))
+
+
+_driver_path_check("cuda-driver-too-old", _too_old,
+                   f"Compares {_SCOPE}: reports drivers that cannot run it at all (incompatible), or only through a "
+                   "relaxation the driver policy does not declare across a major version.")
+_driver_path_check("cuda-driver-forward-compat", _forward_compat,
+                   f"Compares {_SCOPE}: reports drivers too old for it that run it only through the image's forward "
+                   "compatibility (cuda-compat libraries, a listed driver branch, a data-center GPU, no vGPU), where "
+                   "the driver policy declares that the platform enables it.")
+_driver_path_check("cuda-driver-behind-runtime", _behind_runtime,
+                   f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, where the driver "
+                   "policy does not declare minor-version compatibility (the platform requires driver >= runtime).")
+_driver_path_check("cuda-driver-minor-version-compat", _minor_version_compat,
+                   f"Compares {_SCOPE}: reports drivers older than the runtime, of its major version, that run it only "
+                   "through minor-version compatibility where the driver policy declares that the platform accepts it.")
 register(PodCheck(
     name="cuda-driver-major-skew",
     description=f"Compares {_SCOPE}: reports drivers whose CUDA major is ahead of the runtime's by more than "
