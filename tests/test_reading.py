@@ -47,6 +47,10 @@ KUBECTL_SCALARS = [
     ("0755", 493), ("0o17", 15), ("0x1F", 31), ("0b101", 5), ("-0x1F", -31), ("1_000", 1000), ("08", 8.0),
     ("1:20", "1:20"), ("2001-12-14", "2001-12-14"), ("12.4", 12.4), ("535.104.05", "535.104.05"), (".5", 0.5),
     ("1e3", 1000.0), ("+1", 1), ("-", "-"), ("0.5.1", "0.5.1"),
+    # Past int64 and uint64 a digit run is a float (kubectl sends 1e+32, the API server stores 100e30); past the
+    # largest float64 strconv.ParseFloat fails and the scalar stays a string (the API server then reads the digits).
+    ("1" + "0" * 32, 1e32), ("1e308", 1e308), ("1e309", "1e309"), ("-1e400", "-1e400"), ("1" * 400, "1" * 400),
+    ("1e-400", 0.0),
 ]
 
 

@@ -20,6 +20,7 @@ file. Path expansion (``PathFilter``, ``expand_paths``, about 70 lines) is the p
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -325,11 +326,18 @@ def _go_number(value: str) -> Any:
         if -_INT64 <= n < _INT64 or (not sign and n < _UINT64):
             return n
         if _GO_FLOAT_RE.fullmatch(plain):
-            return float(plain)
+            return _go_float(plain, value)
         return value if sign else n
     if _GO_FLOAT_RE.fullmatch(plain):
-        return float(plain)
+        return _go_float(plain, value)
     return value
+
+
+def _go_float(plain: str, value: str) -> Any:
+    """strconv.ParseFloat: past the largest float64 it fails (ErrRange) and go-yaml v2 keeps the scalar as a string,
+    where Python's float() would give inf (the API server then reads a 400-digit GPU count as that text)."""
+    number = float(plain)
+    return number if math.isfinite(number) else value
 
 
 def json_key(key: Any) -> str | None:

@@ -83,6 +83,17 @@ def ext_ptr(section: str, name: str) -> str:
                                                     "limit of 1 (extended resources cannot be overcommitted)",
          Fix("set requests.example.com/b to the limit", Applicability.UNSAFE,
              (PatchOp("replace", ext_ptr("requests", "example.com/b"), 1),)))]),
+    # Past 2^63: the API server's integer check overflows (it accepts 1e32, rejects forty 1s), so the message says
+    # only that no node has that many; a negative one is below zero whatever its size.
+    ({"limits": {"nvidia.com/gpu": 1e32, "example.com/a": "-1e32", "example.com/b": "1" * 50}}, [
+        (ext_ptr("limits", "nvidia.com/gpu"), "c", "limits.nvidia.com/gpu: 1e+32 is more than any node offers (past "
+                                                   "2^63): the API server may even accept it, but the pod can never "
+                                                   "be scheduled", None),
+        (ext_ptr("limits", "example.com/a"), "c", "limits.example.com/a: -1e32 must be greater than or equal to 0",
+         None),
+        (ext_ptr("limits", "example.com/b"), "c", "limits.example.com/b: 11111111111111111111... (50 characters) is "
+                                                  "more than any node offers (past 2^63): the API server may even "
+                                                  "accept it, but the pod can never be scheduled", None)]),
 ])
 def test_extended_resources(resources: Any, expected: list[Any]) -> None:
     assert extended(resources) == expected

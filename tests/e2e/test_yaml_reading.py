@@ -99,3 +99,30 @@ def test_a_duplicate_key_is_accepted_and_the_last_one_wins(kapi: KubeAPIServer, 
     (dup,) = [f for f in lint(text)["findings"] if f["rule"] == "yaml-duplicate-key"]
     assert (dup["pointer"], dup["line"]) == ("/spec/containers/0/image", 14)
     assert "(lines 13 and 14)" in dup["message"]
+
+
+def gpu_pod(name: str, count: str) -> str:
+    return (f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: c\n    image: x\n"
+            f"    resources:\n      limits:\n        nvidia.com/gpu: {count}\n")
+
+
+# GPU counts past 2^63, as written in a manifest -> (does the API server accept it, compatcheck's message ends with).
+HUGE = [("1" + "0" * 32, True, "1e+32 is more than any node offers (past 2^63): the API server may even accept it, "
+                               "but the pod can never be scheduled"),
+        ('"1e21"', True, "1e21 is more than any node offers (past 2^63): the API server may even accept it, but the "
+                         "pod can never be scheduled"),
+        ('"' + "1" * 40 + '"', False, "1" * 40 + " is more than any node offers (past 2^63): the API server may even "
+                                      "accept it, but the pod can never be scheduled"),
+        ("-1e400", False, "-1e400 must be greater than or equal to 0"),
+        ("1e400", True, "1e400 is more than any node offers (past 2^63): the API server may even accept it, but the "
+                        "pod can never be scheduled")]
+
+
+def test_gpu_counts_past_int64_are_errors_whatever_the_server_makes_of_them(kapi: KubeAPIServer, ns: str) -> None:
+    got = []
+    for i, (count, _, _) in enumerate(HUGE):
+        text = gpu_pod(f"huge{i}", count)
+        accepted, _server = server_dry_run(kapi, ns, text)
+        messages = [f["message"] for f in lint(text)["findings"] if f["rule"] == "extended-resource-invalid"]
+        got.append((count, accepted, messages[0].split(": ", 1)[1] if messages else None))
+    assert got == HUGE

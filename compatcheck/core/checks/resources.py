@@ -29,10 +29,15 @@ from compatcheck.core.jsonutil import Json, JsonObject, mapping
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.patches import set_path_ops
 from compatcheck.core.pointers import escape_token
-from compatcheck.core.quantities import QuantityError, parse_quantity
+from compatcheck.core.quantities import QuantityError, QuantityOutOfRange, parse_quantity
 
 if TYPE_CHECKING:
     from compatcheck.core.dra import PodRequest
+
+
+def _short(q: Json) -> str:
+    text = _fmt(q)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def _fmt(q: Json) -> str:
@@ -53,6 +58,17 @@ def _extended(a: PodAnalysis, ctx: EvalContext, params: NoParams) -> Iterator[Vi
                 ptr = f"{c.pointer}/resources/{section}/{escape_token(str(name))}"
                 try:
                     q = parse_quantity(v)
+                except QuantityOutOfRange:
+                    if _fmt(v).lstrip().startswith("-"):
+                        yield Violation(f"{section}.{name}: {_short(v)} must be greater than or equal to 0", ptr,
+                                        c.name)
+                    else:
+                        # Past 2^63 the API server's own integer check overflows: it accepts some such values (1e32)
+                        # and rejects others, so the message claims only what holds for all of them.
+                        yield Violation(f"{section}.{name}: {_short(v)} is more than any node offers (past 2^63): "
+                                        "the API server may even accept it, but the pod can never be scheduled", ptr,
+                                        c.name)
+                    continue
                 except QuantityError:
                     yield Violation(f"{section}.{name}: {v!r} is not a valid quantity", ptr, c.name)
                     continue
