@@ -103,7 +103,6 @@ def push_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from compatcheck.io import bundle
-    from compatcheck.io.oci import FetchError
 
     settings = _settings(args)
     try:
@@ -115,8 +114,6 @@ def push_command(args: argparse.Namespace) -> int:
             client.close()
     except bundle.BundleError as exc:
         raise CommandError(f"push {args.ref}: {exc.message}") from None
-    except FetchError as exc:
-        raise CommandError(f"push {args.ref}: {exc.message}") from None
     print(f"{ref.name}@{digest}")
     return EXIT_OK
 
@@ -124,7 +121,6 @@ def push_command(args: argparse.Namespace) -> int:
 def pull_command(args: argparse.Namespace) -> int:
     from compatcheck.io import bundle
     from compatcheck.io.datastate import DataChoiceError
-    from compatcheck.io.oci import FetchError
 
     settings = _settings(args)
     try:
@@ -132,7 +128,7 @@ def pull_command(args: argparse.Namespace) -> int:
     except bundle.BundleError as exc:
         raise CommandError(f"pull {args.ref}: {exc.message}; the active data is unchanged",
                            problems=exc.problems) from None
-    except (FetchError, DataChoiceError) as exc:
+    except DataChoiceError as exc:
         raise CommandError(f"pull {args.ref}: {exc}; the active data is unchanged") from None
     except OSError as exc:
         raise CommandError(f"pull {args.ref}: {exc.strerror or exc}; the active data is unchanged") from None

@@ -611,12 +611,18 @@ def status(knowledge: Knowledge, now: float | None = None) -> dict[str, Any]:
 
 
 def push(layout: Path, client: Any, ref: Any, deadline: float) -> str:
-    """Push the bundle in ``layout`` (verified first: a tampered layout is never pushed) to ``ref``; its digest."""
+    """Push the bundle in ``layout`` (verified first: a tampered layout is never pushed) to ``ref``; its digest.
+    Raises BundleError."""
+    from compatcheck.io.oci import FetchError
+
     fetched = fetch(LayoutSource(layout))
     manifest = json.loads(fetched.manifest)
-    for blob in (fetched.config_bytes, fetched.layer):
-        client.push_blob(ref, blob, deadline)
-    digest: str = client.push_manifest(ref, fetched.manifest, manifest["mediaType"], deadline)
+    try:
+        for blob in (fetched.config_bytes, fetched.layer):
+            client.push_blob(ref, blob, deadline)
+        digest: str = client.push_manifest(ref, fetched.manifest, manifest["mediaType"], deadline)
+    except FetchError as exc:
+        raise BundleError(exc.message) from None
     return digest
 
 
@@ -646,6 +652,8 @@ def parse_ref(text: str) -> Any:
 def pull(text: str, settings: Any, timeout: float, root: Path | None = None) -> dict[str, Any]:
     """Pull ``text`` (a registry reference, or a bundle's OCI layout directory for air-gapped sites), verify,
     validate and activate it; its state record. Raises BundleError (then nothing changed) or FetchError."""
+    from compatcheck.io.oci import FetchError
+
     path = Path(text)
     if path.is_dir():
         return install(fetch(LayoutSource(path)), str(path.resolve()), root)
@@ -653,6 +661,8 @@ def pull(text: str, settings: Any, timeout: float, root: Path | None = None) -> 
     client = registry_client(settings, ref.registry)
     try:
         fetched = fetch(RegistrySource(client, ref, time.monotonic() + timeout), ref.digest)
+    except FetchError as exc:
+        raise BundleError(exc.message) from None
     finally:
         client.close()
     return install(fetched, text, root)
