@@ -479,8 +479,15 @@ def install(fetched: Fetched, ref: str, root: Path | None = None, now: Callable[
     staging = bundles / f".staging-{name}"
     try:
         unpack(fetched, staging)
-        rules_dir = staging / "rules"
-        validate_rules_dir(rules_dir)
+        try:
+            validate_rules_dir(staging / "rules")
+        except BundleError as exc:  # said of the bundle's files, not of a staging directory that goes away
+            first = exc.problems[0] if exc.problems else None
+            where = first.path.replace(str(staging) + os.sep, "") if first else "?"
+            more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            raise BundleError(f"{fetched.where}: invalid rules or tables: {where}"
+                              f"{f':{first.line}' if first and first.line else ''}: "
+                              f"{first.message if first else exc.message}{more}") from None
         (staging / "config.json").write_bytes(fetched.config_bytes)
         (staging / "manifest.json").write_bytes(fetched.manifest)
         os.rename(staging, bundles / name)
