@@ -636,13 +636,16 @@ def push(layout: Path, client: Any, ref: Any, deadline: float) -> str:
 # ---------------------------------------------------------------------------------------------- registries
 
 
-def registry_client(settings: Any, registry: str) -> Any:
+def registry_client(settings: Any, registry: str, webhook: bool = False) -> Any:
     """compatcheck's OCI client for the bundle's registry (the reference names it, so it is allowed whatever
-    ``registry.allow`` says), with the ``registry`` settings' CA bundle, credentials, timeout and redirect hosts."""
+    ``registry.allow`` says), with the ``registry`` settings' CA bundle, credentials, timeout and host policy: token
+    realms and redirects go to the allowed registries (any host for the command line, as lint's lookups) and
+    ``registry.redirectHosts``."""
     from compatcheck.io.dockerauth import Credentials
     from compatcheck.io.oci import HostPolicy, Limits, RegistryClient
 
-    return RegistryClient(Credentials(settings.auth_file), HostPolicy((registry,), settings.redirect_hosts),
+    allowed = (*settings.allowed(webhook), registry)
+    return RegistryClient(Credentials(settings.auth_file), HostPolicy(allowed, settings.redirect_hosts),
                           Limits(settings.timeout, MAX_MANIFEST_BYTES, MAX_CONFIG_BYTES), settings.ca_file)
 
 
@@ -656,7 +659,8 @@ def parse_ref(text: str) -> Any:
     return ref
 
 
-def pull(text: str, settings: Any, timeout: float, root: Path | None = None) -> dict[str, Any]:
+def pull(text: str, settings: Any, timeout: float, root: Path | None = None, *,
+         webhook: bool = False) -> dict[str, Any]:
     """Pull ``text`` (a registry reference, or a bundle's OCI layout directory for air-gapped sites), verify,
     validate and activate it; its state record. Raises BundleError (then nothing changed) or FetchError."""
     from compatcheck.io.oci import FetchError
@@ -665,7 +669,7 @@ def pull(text: str, settings: Any, timeout: float, root: Path | None = None) -> 
     if path.is_dir():
         return install(fetch(LayoutSource(path)), str(path.resolve()), root)
     ref = parse_ref(text)
-    client = registry_client(settings, ref.registry)
+    client = registry_client(settings, ref.registry, webhook)
     try:
         fetched = fetch(RegistrySource(client, ref, time.monotonic() + timeout), ref.digest)
     except FetchError as exc:

@@ -94,7 +94,7 @@ class DataRefresher:
         m = self.state.metrics
         with self._lock:
             try:
-                record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, self.root)
+                record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, self.root, webhook=True)
                 current = self.knowledge.bundle if self.knowledge is not None else None
                 if current is not None and current.get("digest") == record["digest"] and self.knowledge is not None \
                         and self.knowledge.kind == "active":
