@@ -43,7 +43,8 @@ nodePools:
 # The row the modified bundle changes: R550's newest CUDA, 12.4 in the built-in table, 12.3 in the bundle.
 ROW = '{branch: 550, maxCuda: "12.4", source: RN}'
 CHANGED_ROW = '{branch: 550, maxCuda: "12.3", source: RN}'
-CHANGED_FINDING = ("cuda-driver-too-old", "/spec/containers/0/image", "eligible nodes run 550.90.07 (CUDA 12.3) on t4-0")
+CHANGED_FINDING = ("cuda-driver-too-old", "/spec/containers/0/image",
+                   "eligible nodes run 550.90.07 (CUDA 12.3) on t4-0")
 
 
 def modified_rules(tmp: Path) -> Path:
@@ -120,7 +121,8 @@ def test_the_build_is_reproducible_and_an_oci_layout(layouts: dict[str, Path], t
     assert manifest["artifactType"] == "application/vnd.compatcheck.data.v1"
     assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
     assert manifest["config"]["mediaType"] == "application/vnd.compatcheck.data.config.v1+json"
-    assert [layer["mediaType"] for layer in manifest["layers"]] == ["application/vnd.compatcheck.data.layer.v1.tar+gzip"]
+    assert [layer["mediaType"] for layer in manifest["layers"]] == [
+        "application/vnd.compatcheck.data.layer.v1.tar+gzip"]
     for d in (manifest["config"], manifest["layers"][0]):
         data = blob_path(layouts["builtin"], d["digest"]).read_bytes()
         assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (d["size"], d["digest"])
@@ -238,7 +240,7 @@ def _rewrite(layout: Path, dest: Path, *, config: Any = None, manifest: Any = No
     """A copy of ``layout`` whose config and/or manifest were changed by the callables given, re-digested
     consistently (a bundle that is well formed, only different)."""
     shutil.copytree(layout, dest)
-    man, digest = manifest_of(dest)
+    man, _ = manifest_of(dest)
     if config is not None:
         data = json.loads(blob_path(dest, man["config"]["digest"]).read_bytes())
         config(data)
@@ -416,3 +418,23 @@ def test_a_damaged_state_file_is_one_line_error(cache: Path, capsys: pytest.Capt
     (tmp_path / "pod.yaml").write_text(POD)
     assert main(["lint", str(tmp_path / "pod.yaml")]) == 2
     assert capsys.readouterr().err.endswith("not a data bundle state file (remove it, or pull again)\n")
+
+
+def test_without_a_home_directory_auto_means_builtin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A container user with no home directory (and no $COMPATCHECK_CACHE_DIR) lints with the built-in tables;
+    asking for a pulled bundle there is a one-line error."""
+    from compatcheck.io import cachedir
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("COMPATCHECK_CACHE_DIR", raising=False)
+    monkeypatch.delenv("COMPATCHECK_DATA", raising=False)
+    monkeypatch.setattr("compatcheck.io.datastate.user_cache_dir", no_home)
+    monkeypatch.setattr(cachedir, "user_cache_dir", no_home)
+    code, findings = lint(tmp_path, capsys)
+    assert code == 0 and changed(findings) == []
+    assert main(["data", "rollback"]) == 2
+    assert capsys.readouterr().err == ("compatcheck: error: rollback: no cache directory for data bundles: set "
+                                       "$COMPATCHECK_CACHE_DIR (or $HOME)\n")

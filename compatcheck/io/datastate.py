@@ -27,10 +27,17 @@ class DataChoiceError(Exception):
     """The knowledge asked for cannot be used (one line)."""
 
 
+class NoCacheDirectory(DataChoiceError):
+    """No cache directory to keep bundles in: no home directory, and no ``$COMPATCHECK_CACHE_DIR``."""
+
+
 def data_root() -> Path:
     """``data/`` in ``$COMPATCHECK_CACHE_DIR``, else in compatcheck's user cache directory."""
     override = os.environ.get("COMPATCHECK_CACHE_DIR")
-    base = Path(override) if override else user_cache_dir()
+    try:
+        base = Path(override) if override else user_cache_dir()
+    except (RuntimeError, KeyError):  # a container user without a home directory
+        raise NoCacheDirectory("no cache directory for data bundles: set $COMPATCHECK_CACHE_DIR (or $HOME)") from None
     return base / "data"
 
 
@@ -86,7 +93,12 @@ def choose(choice: str | None, config_choice: str | None = None) -> Knowledge:
     if wanted == "builtin":
         return Knowledge("builtin", builtin_rules_dir(), True)
     if wanted in ("auto", "active"):
-        bundle = active_bundle()
+        try:
+            bundle = active_bundle()
+        except NoCacheDirectory:
+            if wanted == "active":
+                raise
+            bundle = None  # nowhere a bundle could have been pulled to
         if bundle is not None and (Path(bundle["dir"]) / "rules").is_dir():
             return Knowledge("active", Path(bundle["dir"]) / "rules", True, bundle)
         if bundle is not None:

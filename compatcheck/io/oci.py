@@ -22,6 +22,11 @@ Bounded and safe, because it runs inside a lint run and inside an admission webh
   before any connection is made; a redirect never carries the registry's credentials to another host, and
   plain HTTP is never followed.
 
+For data bundles (``io.bundle``, ``compatcheck data push/pull``) it also reads an artifact's manifest and blobs by
+digest (each verified: sha256 and the size its descriptor names) and uploads blobs (``HEAD``, then a monolithic
+``POST``/``PUT``) and manifests, with a token scoped ``pull,push``; the same auth, host policy, TLS, timeouts
+and retries apply.
+
 Reads and speaks HTTPS (stdlib ``http.client``); evaluates nothing. Failures are ``FetchError``s with a ``kind``
 the callers turn into one note each, never a traceback.
 """

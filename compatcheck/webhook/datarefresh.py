@@ -60,7 +60,7 @@ class DataRefresher:
                  root: Path | None = None, clock: Callable[[], float] = time.time) -> None:
         self.state, self.config, self.rules_dirs = state, config, rules_dirs
         self.source, self.interval, self.registry = source, interval, registry
-        self.root = root or data_root()
+        self.root = root  # None: the cache directory's data/ (found at the first pull)
         self.clock = clock
         self.knowledge = knowledge
         self.created = knowledge_created(knowledge)
@@ -94,14 +94,15 @@ class DataRefresher:
         m = self.state.metrics
         with self._lock:
             try:
-                record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, self.root, webhook=True)
+                root = self.root or data_root()
+                record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, root, webhook=True)
                 current = self.knowledge.bundle if self.knowledge is not None else None
                 if current is not None and current.get("digest") == record["digest"] and self.knowledge is not None \
                         and self.knowledge.kind == "active":
                     m.data_refreshes.labels("unchanged").inc()
                     m.data_last_success.set(self.clock())
                     return "unchanged"
-                entry = {**record, "dir": str(self.root / "bundles" / record["dir"])}
+                entry = {**record, "dir": str(root / "bundles" / record["dir"])}
                 knowledge = Knowledge("active", Path(entry["dir"]) / "rules", True, entry)
                 loaded = rules(self.rules_dirs, knowledge=knowledge)
                 ruleset = apply_to_ruleset(self.config, loaded.ruleset)
