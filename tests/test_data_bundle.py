@@ -438,3 +438,20 @@ def test_without_a_home_directory_auto_means_builtin(tmp_path: Path, monkeypatch
     assert main(["data", "rollback"]) == 2
     assert capsys.readouterr().err == ("compatcheck: error: rollback: no cache directory for data bundles: set "
                                        "$COMPATCHECK_CACHE_DIR (or $HOME)\n")
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1:5000", True), ("127.3.2.1", True), ("localhost:5000", True), ("[::1]:5000", True), ("::1", True),
+    ("10.0.0.1:5000", False), ("registry.example.com", False), ("localhost.example.com", False),
+    ("[2001:db8::1]:443", False),
+])
+def test_plain_http_is_for_loopback_hosts_only(host: str, loopback: bool) -> None:
+    from compatcheck.io.dockerauth import Credentials
+    from compatcheck.io.oci import HostPolicy, RegistryClient, is_loopback
+
+    assert is_loopback(host) is loopback
+    if loopback:
+        assert host.lower() in RegistryClient(Credentials(None), HostPolicy(), plain_http=(host,)).plain_http
+    else:
+        with pytest.raises(ValueError, match=re.escape(f"not {host}")):
+            RegistryClient(Credentials(None), HostPolicy(), plain_http=(host,))

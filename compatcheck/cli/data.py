@@ -51,6 +51,9 @@ def _registry_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry-ca", metavar="FILE", help="CA bundle (PEM) added to the system's for the registry")
     p.add_argument("--registry-auth-file", metavar="FILE", help="docker config.json with the registry's credentials "
                                                                 "(default: $DOCKER_CONFIG or ~/.docker/config.json)")
+    p.add_argument("--plain-http", action="store_true",
+                   help="speak plain HTTP to the registry: only for a registry on this machine (localhost, 127.0.0.1, "
+                        "::1); TLS is verified otherwise, always")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"the whole transfer's deadline (default {DEFAULT_TIMEOUT:g})")
 
@@ -107,7 +110,7 @@ def push_command(args: argparse.Namespace) -> int:
     settings = _settings(args)
     try:
         ref = bundle.parse_ref(args.ref)
-        client = bundle.registry_client(settings, ref.registry)
+        client = bundle.registry_client(settings, ref.registry, plain_http=args.plain_http)
         try:
             digest = bundle.push(Path(args.layout), client, ref, time.monotonic() + args.timeout)
         finally:
@@ -124,7 +127,7 @@ def pull_command(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     try:
-        record = bundle.pull(args.ref, settings, args.timeout)
+        record = bundle.pull(args.ref, settings, args.timeout, plain_http=args.plain_http)
     except bundle.BundleError as exc:
         raise CommandError(f"pull {args.ref}: {exc.message}; the active data is unchanged",
                            problems=exc.problems) from None

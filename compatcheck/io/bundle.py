@@ -33,7 +33,7 @@ import shutil
 import tarfile
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -472,7 +472,7 @@ def install(fetched: Fetched, ref: str, root: Path | None = None, now: Callable[
     """Unpack, validate and activate ``fetched`` (see the module docstring); its state record. Raises
     BundleError, and then nothing in ``root`` has changed but a staging directory that is removed."""
     root = root or data_root()
-    state = read_state(root)
+    read_state(root)  # a damaged state file is an error before any work
     bundles = root / "bundles"
     bundles.mkdir(parents=True, exist_ok=True)
     name = f"{fetched.digest.removeprefix('sha256:')[:32]}-{os.urandom(4).hex()}"
@@ -496,28 +496,50 @@ def install(fetched: Fetched, ref: str, root: Path | None = None, now: Callable[
         raise
     record = {"digest": fetched.digest, "ref": ref, "pulledAt": now(), "created": fetched.config["created"],
               "dir": name}
-    previous = state.get("active")
-    if isinstance(previous, dict) and previous.get("digest") == fetched.digest:
-        previous = state.get("previous")  # the same bundle again: keep the one before it for rollback
-    try:
-        _write_state(root, {"active": record, "previous": previous})
-    except OSError:
-        shutil.rmtree(bundles / name, ignore_errors=True)
-        raise
-    prune(root)
+    with _locked(root):  # concurrent pulls (two lint jobs, two containers on one volume) each keep a consistent state
+        state = read_state(root)
+        previous = state.get("active")
+        if isinstance(previous, dict) and previous.get("digest") == fetched.digest:
+            previous = state.get("previous")  # the same bundle again: keep the one before it for rollback
+        try:
+            _write_state(root, {"active": record, "previous": previous})
+        except OSError:
+            shutil.rmtree(bundles / name, ignore_errors=True)
+            raise
+        prune(root)
     return record
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """An exclusive lock on ``root`` for a read-modify-write of the state (POSIX ``flock``; elsewhere none)."""
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: renames stay atomic, a concurrent pull may drop a rollback
+        yield
+        return
+    with open(root / ".lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def rollback(root: Path | None = None) -> dict[str, Any]:
     """Make the previous bundle active again (and the active one previous); its record. Raises BundleError."""
     root = root or data_root()
-    state = read_state(root)
-    previous = state.get("previous")
-    if not isinstance(previous, dict):
+    if not (root / "state.json").exists():
         raise BundleError("no previous data bundle to roll back to")
-    if not (root / "bundles" / str(previous.get("dir")) / "rules").is_dir():
-        raise BundleError(f"the previous data bundle {previous.get('digest')} is missing from the cache")
-    _write_state(root, {"active": previous, "previous": state.get("active")})
+    with _locked(root):
+        state = read_state(root)
+        previous = state.get("previous")
+        if not isinstance(previous, dict):
+            raise BundleError("no previous data bundle to roll back to")
+        if not (root / "bundles" / str(previous.get("dir")) / "rules").is_dir():
+            raise BundleError(f"the previous data bundle {previous.get('digest')} is missing from the cache")
+        _write_state(root, {"active": previous, "previous": state.get("active")})
     return previous
 
 
@@ -636,7 +658,7 @@ def push(layout: Path, client: Any, ref: Any, deadline: float) -> str:
 # ---------------------------------------------------------------------------------------------- registries
 
 
-def registry_client(settings: Any, registry: str, webhook: bool = False) -> Any:
+def registry_client(settings: Any, registry: str, webhook: bool = False, plain_http: bool = False) -> Any:
     """compatcheck's OCI client for the bundle's registry (the reference names it, so it is allowed whatever
     ``registry.allow`` says), with the ``registry`` settings' CA bundle, credentials, timeout and host policy: token
     realms and redirects go to the allowed registries (any host for the command line, as lint's lookups) and
@@ -645,8 +667,14 @@ def registry_client(settings: Any, registry: str, webhook: bool = False) -> Any:
     from compatcheck.io.oci import HostPolicy, Limits, RegistryClient
 
     allowed = (*settings.allowed(webhook), registry)
-    return RegistryClient(Credentials(settings.auth_file), HostPolicy(allowed, settings.redirect_hosts),
-                          Limits(settings.timeout, MAX_MANIFEST_BYTES, MAX_CONFIG_BYTES), settings.ca_file)
+    try:
+        return RegistryClient(Credentials(settings.auth_file), HostPolicy(allowed, settings.redirect_hosts),
+                              Limits(settings.timeout, MAX_MANIFEST_BYTES, MAX_CONFIG_BYTES), settings.ca_file,
+                              plain_http=(registry,) if plain_http else ())
+    except ValueError as exc:
+        raise BundleError(f"--plain-http: {exc}") from None
+    except OSError as exc:  # an unreadable CA bundle
+        raise BundleError(f"registry CA bundle {settings.ca_file}: {exc.strerror or exc}") from None
 
 
 def parse_ref(text: str) -> Any:
@@ -660,7 +688,7 @@ def parse_ref(text: str) -> Any:
 
 
 def pull(text: str, settings: Any, timeout: float, root: Path | None = None, *,
-         webhook: bool = False) -> dict[str, Any]:
+         webhook: bool = False, plain_http: bool = False) -> dict[str, Any]:
     """Pull ``text`` (a registry reference, or a bundle's OCI layout directory for air-gapped sites), verify,
     validate and activate it; its state record. Raises BundleError (then nothing changed) or FetchError."""
     from compatcheck.io.oci import FetchError
@@ -669,7 +697,7 @@ def pull(text: str, settings: Any, timeout: float, root: Path | None = None, *,
     if path.is_dir():
         return install(fetch(LayoutSource(path)), str(path.resolve()), root)
     ref = parse_ref(text)
-    client = registry_client(settings, ref.registry, webhook)
+    client = registry_client(settings, ref.registry, webhook, plain_http)
     try:
         fetched = fetch(RegistrySource(client, ref, time.monotonic() + timeout), ref.digest)
     except FetchError as exc:

@@ -87,6 +87,23 @@ class FetchError(Exception):
         return self.kind in self.HOST_LEVEL
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (with its port, if any) names this machine: localhost, 127.0.0.0/8 or ::1."""
+    import ipaddress
+
+    name = host.lower()
+    if name.startswith("["):
+        name = name[1:].split("]", 1)[0]
+    elif re.search(r":\d+$", name) and name.count(":") == 1:
+        name = name.rsplit(":", 1)[0]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def host_matches(host: str, patterns: tuple[str, ...]) -> bool:
     """``host`` (with its port, if any) against ``patterns``: exact names, ``*.example.com`` for subdomains, or
     ``*`` for any host. Case-insensitive; a pattern without a port matches the host on any port."""
@@ -183,7 +200,12 @@ class RegistryClient:
     connection per host per thread. Thread-safe: ``fetch`` may run on many threads at once."""
 
     def __init__(self, credentials: Credentials, policy: HostPolicy, limits: Limits | None = None,
-                 ca_file: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 ca_file: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 plain_http: tuple[str, ...] = ()) -> None:
+        bad = [h for h in plain_http if not is_loopback(h)]
+        if bad:
+            raise ValueError(f"plain HTTP is only for a registry on this machine (loopback), not {', '.join(bad)}")
+        self.plain_http = frozenset(h.lower() for h in plain_http)  # hosts spoken to without TLS (loopback only)
         self.credentials = credentials
         self.policy = policy
         self.limits = limits or Limits()
@@ -317,9 +339,10 @@ class RegistryClient:
         started = self._send(host, ref, f"/v2/{ref.repository}/blobs/uploads/", "*/*", 64 * 1024, deadline, state,
                              method="POST", body=b"", ok=(202,), push=True)
         location = started.headers.get("location", "")
-        url = urllib.parse.urlsplit(urllib.parse.urljoin(f"https://{host}/v2/{ref.repository}/blobs/uploads/",
-                                                         location))
-        if not location or url.netloc.lower() != host.lower() or url.scheme != "https":
+        base = f"{'http' if host.lower() in self.plain_http else 'https'}://{host}/v2/{ref.repository}/blobs/uploads/"
+        url = urllib.parse.urlsplit(urllib.parse.urljoin(base, location))
+        scheme = "http" if host.lower() in self.plain_http else "https"
+        if not location or url.netloc.lower() != host.lower() or url.scheme != scheme:
             raise FetchError("protocol", host, f"upload location {location!r} is not on {host}")
         query = f"{url.query}&" if url.query else ""
         path = f"{url.path}?{query}{urllib.parse.urlencode({'digest': digest})}"
@@ -526,15 +549,18 @@ class RegistryClient:
         return token
 
     # ------------------------------------------------------------------ one HTTPS request
-    def _connection(self, host: str, timeout: float) -> http.client.HTTPSConnection:
-        conns: dict[str, http.client.HTTPSConnection] | None = getattr(self._local, "conns", None)
+    def _connection(self, host: str, timeout: float) -> http.client.HTTPConnection:
+        conns: dict[str, http.client.HTTPConnection] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         conn = conns.get(host)
         if conn is None:
             name, _, port = host.rpartition(":") if re.search(r":\d+$", host) else (host, "", "")
-            conn = http.client.HTTPSConnection(name, int(port) if port else 443, timeout=timeout,
-                                               context=self.ssl)
+            if host.lower() in self.plain_http:  # asked for, and on loopback only (checked at construction)
+                conn = http.client.HTTPConnection(name, int(port) if port else 80, timeout=timeout)
+            else:
+                conn = http.client.HTTPSConnection(name, int(port) if port else 443, timeout=timeout,
+                                                   context=self.ssl)
             conns[host] = conn
         return conn
 
@@ -597,7 +623,7 @@ class RegistryClient:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             raise FetchError("network", target.host, f"cannot reach {target.host}: {reason}") from None
 
-    def _read(self, resp: http.client.HTTPResponse, conn: http.client.HTTPSConnection, cap: int, deadline: float,
+    def _read(self, resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, cap: int, deadline: float,
               host: str, *, keep: bool) -> bytes:
         chunks: list[bytes] = []
         total = 0

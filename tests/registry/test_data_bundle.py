@@ -216,3 +216,52 @@ def _pod() -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "serve", "namespace": "ml"},
             "spec": {"containers": [{"name": "main", "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def test_plain_http_only_to_a_registry_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A registry without TLS on loopback (a developer's ``registry:2``): --plain-http pushes and pulls; without it
+    the TLS handshake fails; to any other host it is refused before a connection is made."""
+    import subprocess
+    import urllib.request
+
+    from tests.registry.conftest import registry_binary
+    from tests.registry.harness import free_port
+
+    monkeypatch.setenv("COMPATCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    port = free_port()
+    config = tmp_path / "config.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {tmp_path / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    with open(tmp_path / "registry.log", "ab") as log:
+        proc = subprocess.Popen([registry_binary(), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "registry.log").read_text()
+                time.sleep(0.05)
+        layout = variant(tmp_path / "v1", "12.3")
+        ref = f"127.0.0.1:{port}/{REPO}:dev"
+        capsys.readouterr()
+        assert main(["data", "push", str(layout), ref, "--plain-http"]) == 0
+        assert capsys.readouterr().out == f"127.0.0.1:{port}/{REPO}@{digest_of(layout)}\n"
+        assert main(["data", "pull", ref, "--plain-http"]) == 0
+        assert json.loads((tmp_path / "cache" / "data" / "state.json").read_text())["active"]["digest"] == \
+            digest_of(layout)
+        capsys.readouterr()
+        assert main(["data", "pull", ref]) == 2  # TLS, always, unless asked
+        err = capsys.readouterr().err
+        assert err.startswith(f"compatcheck: error: pull {ref}: TLS with 127.0.0.1:{port} failed: ") and \
+            err.endswith("; the active data is unchanged\n") and err.count("\n") == 1
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert main(["data", "pull", "registry.example.com/compatcheck/data:1", "--plain-http"]) == 2
+    assert capsys.readouterr().err == ("compatcheck: error: pull registry.example.com/compatcheck/data:1: "
+                                       "--plain-http: plain HTTP is only for a registry on this machine (loopback), "
+                                       "not registry.example.com; the active data is unchanged\n")
