@@ -374,12 +374,19 @@ class Fetched:
     where: str
 
 
-def fetch(source: Source, expect_digest: str | None = None) -> Fetched:
+class Unchanged(Exception):
+    """The source's manifest is the bundle already in use (``fetch``'s ``current``): nothing more to read."""
+
+
+def fetch(source: Source, expect_digest: str | None = None, current: str | None = None) -> Fetched:
     """The manifest, config and layer of ``source``, each verified (sha256, size, caps), the manifest an
-    artifact of ours, the config valid and of a format and version range this compatcheck reads."""
+    artifact of ours, the config valid and of a format and version range this compatcheck reads. Raises
+    Unchanged when the manifest's digest is ``current`` (one request: the webhook's refresh of an unchanged tag)."""
     raw, digest = source.manifest()
     if expect_digest is not None and digest != expect_digest:
         raise BundleError(f"{source.where}: manifest is {digest}, not the {expect_digest} asked for")
+    if current is not None and digest == current:
+        raise Unchanged(digest)
     manifest = _json(raw, f"manifest {digest}")
     if manifest.get("mediaType") != OCI_MANIFEST or manifest.get("schemaVersion") != 2:
         raise BundleError(f"{source.where}: {manifest.get('mediaType') or 'a manifest of no media type'} is not an "
@@ -688,18 +695,19 @@ def parse_ref(text: str) -> Any:
 
 
 def pull(text: str, settings: Any, timeout: float, root: Path | None = None, *,
-         webhook: bool = False, plain_http: bool = False) -> dict[str, Any]:
+         webhook: bool = False, plain_http: bool = False, current: str | None = None) -> dict[str, Any]:
     """Pull ``text`` (a registry reference, or a bundle's OCI layout directory for air-gapped sites), verify,
-    validate and activate it; its state record. Raises BundleError (then nothing changed) or FetchError."""
+    validate and activate it; its state record. Raises BundleError (then nothing changed), or Unchanged when
+    the manifest is ``current``."""
     from compatcheck.io.oci import FetchError
 
     path = Path(text)
     if path.is_dir():
-        return install(fetch(LayoutSource(path)), str(path.resolve()), root)
+        return install(fetch(LayoutSource(path), current=current), str(path.resolve()), root)
     ref = parse_ref(text)
     client = registry_client(settings, ref.registry, webhook, plain_http)
     try:
-        fetched = fetch(RegistrySource(client, ref, time.monotonic() + timeout), ref.digest)
+        fetched = fetch(RegistrySource(client, ref, time.monotonic() + timeout), ref.digest, current)
     except FetchError as exc:
         raise BundleError(exc.message) from None
     finally:

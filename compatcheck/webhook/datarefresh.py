@@ -95,10 +95,12 @@ class DataRefresher:
         with self._lock:
             try:
                 root = self.root or data_root()
-                record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, root, webhook=True)
-                current = self.knowledge.bundle if self.knowledge is not None else None
-                if current is not None and current.get("digest") == record["digest"] and self.knowledge is not None \
-                        and self.knowledge.kind == "active":
+                k = self.knowledge
+                current = k.bundle.get("digest") if k is not None and k.kind == "active" and k.bundle else None
+                try:
+                    record = bundle.pull(self.source, self.registry, PULL_TIMEOUT, root, webhook=True,
+                                         current=current)
+                except bundle.Unchanged:  # the manifest only: the bundle in use is the source's
                     m.data_refreshes.labels("unchanged").inc()
                     m.data_last_success.set(self.clock())
                     return "unchanged"

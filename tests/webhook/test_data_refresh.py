@@ -60,8 +60,10 @@ def test_refresh_swaps_a_verified_bundle_and_a_failure_keeps_the_old(tmp_path: P
     assert sample("compatcheck_data_info", {"source": "builtin", "digest": "", "ref": ""}) is None
     assert (sample("compatcheck_data_refreshes_total", {"result": "updated"}),
             sample("compatcheck_data_last_refresh_success_timestamp_seconds")) == (1.0, NOW)
-    assert refresher.refresh() == "unchanged"
+    installed = sorted((tmp_path / "cache" / "bundles").iterdir())
+    assert refresher.refresh() == "unchanged"  # the manifest's digest is the bundle's in use: nothing installed
     assert sample("compatcheck_data_refreshes_total", {"result": "unchanged"}) == 1.0
+    assert sorted((tmp_path / "cache" / "bundles").iterdir()) == installed and len(installed) == 1
 
     # the source now holds a bundle whose layer does not match its digest: refused, the old knowledge serves on
     serving, view = state.ruleset, state.view.snapshot
