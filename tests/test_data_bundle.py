@@ -435,6 +435,9 @@ def test_without_a_home_directory_auto_means_builtin(tmp_path: Path, monkeypatch
     monkeypatch.setattr(cachedir, "user_cache_dir", no_home)
     code, findings = lint(tmp_path, capsys)
     assert code == 0 and changed(findings) == []
+    assert main(["data", "status", "--format", "json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["source"], found["bundle"], found["previous"]) == ("builtin", None, None)
     assert main(["data", "rollback"]) == 2
     assert capsys.readouterr().err == ("compatcheck: error: rollback: no cache directory for data bundles: set "
                                        "$COMPATCHECK_CACHE_DIR (or $HOME)\n")

@@ -611,9 +611,13 @@ def _age(created: str | None, now: float) -> int | None:
 
 def status(knowledge: Knowledge, now: float | None = None) -> dict[str, Any]:
     """What ``compatcheck data status --format json`` prints: the knowledge in use and each of its tables."""
+    from compatcheck.io.datastate import NoCacheDirectory
+
     now = time.time() if now is None else now
-    root = data_root()
-    state = read_state(root)
+    try:
+        state = read_state(data_root())
+    except NoCacheDirectory:  # nowhere a bundle could have been pulled to: the built-in tables, no previous
+        state = {}
     if knowledge.kind == "active" and knowledge.bundle is not None:
         config = _json((Path(knowledge.bundle["dir"]) / "config.json").read_bytes(), "the active bundle's config")
         tables, created = config["tables"], config["created"]
