@@ -3,12 +3,17 @@ builds them, and what comes from ``../shared`` beside the checkout (tests that n
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from compatcheck.io.loader import Loaded, load_rules
+
+# The tests judge the built-in tables, whatever data bundle the machine running them has pulled (compatcheck data
+# pull, docs/data-bundle.md); the data-bundle tests choose their knowledge themselves.
+os.environ.setdefault("COMPATCHECK_DATA", "builtin")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

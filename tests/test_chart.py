@@ -660,3 +660,37 @@ def test_the_pull_secret_is_the_one_named_mounted_by_the_kubelet_and_no_rbac_rea
                             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cc-compatcheck-tls"],
                              "verbs": ["get", "update"]}]
     assert "corp-pull" not in json.dumps([o for o in objs if o["kind"] != "Deployment"])
+
+
+def test_the_data_source_is_rendered_into_the_config_with_a_cache_and_the_pull_secret(helm: str,
+                                                                                       tmp_path: Path) -> None:
+    """data.source: the config's data section (the webhook pulls it), a writable cache directory for the bundles
+    (the root filesystem is read-only), and the registry's pull secret and CA even with image lookups off."""
+    from compatcheck.cli.entry import parser
+    from compatcheck.core.config import DataSettings
+    from compatcheck.io.config import load_config
+
+    ref = "registry.corp:5000/compatcheck/data:stable"
+    objs = template(helm, "--set", f"data.source={ref}", "--set", "data.refreshInterval=30m",
+                    "--set", "registry.lookups=false", "--set", "registry.pullSecret=corp-pull",
+                    "--set", "registry.caConfigMap=corp-ca")
+    cm = next(o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"].endswith("-config"))
+    (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
+    assert load_config(str(tmp_path / "config.yaml")).data == DataSettings(None, ref, 1800.0)
+    (deploy,) = by_kind(objs, "Deployment")
+    spec = deploy["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    ns = parser().parse_args(["webhook", "serve", *container["args"]])
+    assert (ns.registry_lookups, ns.registry_auth_file, ns.registry_ca) == (
+        False, "/etc/compatcheck/registry-auth/config.json", "/etc/compatcheck/registry-ca/ca.crt")
+    assert {"name": "COMPATCHECK_CACHE_DIR", "value": "/var/cache/compatcheck"} in container["env"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["data-cache"] == {"name": "data-cache", "emptyDir": {"sizeLimit": "256Mi"}}
+    assert volumes["registry-auth"]["secret"]["secretName"] == "corp-pull"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert (mounts["data-cache"], mounts["registry-auth"]) == ("/var/cache/compatcheck",
+                                                               "/etc/compatcheck/registry-auth")
+    # without a source: no data section, no cache volume, no credentials mounted for nothing
+    (plain,) = by_kind(template(helm, "--set", "registry.lookups=false", "--set", "registry.pullSecret=corp-pull"),
+                       "Deployment")
+    assert "data-cache" not in json.dumps(plain) and "registry-auth" not in json.dumps(plain)

@@ -16,7 +16,7 @@ VLLM = "examples/manifests/vllm-bf16-on-t4.yaml"
 
 @pytest.mark.parametrize(("args", "message"), [
     (["lnt", VLLM], "compatcheck: error: argument command: invalid choice: 'lnt' (choose from 'lint', 'fix', 'audit', "
-                    "'cert', 'webhook', 'review', 'versions', 'rules', 'images') (did you mean 'lint'?)"),
+                    "'cert', 'webhook', 'review', 'versions', 'rules', 'images', 'data') (did you mean 'lint'?)"),
     (["rules", "explian"], "compatcheck rules: error: argument rules_command: invalid choice: 'explian' (choose "
                            "from 'list', 'explain', 'kinds', 'validate') (did you mean 'explain'?)"),
     (["lint", VLLM, "--nodse", "examples/cluster-profile.yaml"],

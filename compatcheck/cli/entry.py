@@ -28,7 +28,7 @@ VERSION = f"compatcheck {__version__}"
 
 
 def parser() -> argparse.ArgumentParser:
-    from compatcheck.cli import audit, images, lint, rules, versions
+    from compatcheck.cli import audit, data, images, lint, rules, versions
     from compatcheck.cli import webhook as webhook_commands
     from compatcheck.cli.common import Parser
 
@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=VERSION)
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (lint, audit, webhook_commands, versions, rules, images):
+    for module in (lint, audit, webhook_commands, versions, rules, images, data):
         module.register(sub)
     return p
 

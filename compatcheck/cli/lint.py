@@ -33,6 +33,10 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
                    help="file or directory with cf-crl CustomResourceLimitation ConfigMaps (repeatable)")
     p.add_argument("--rules-dir", metavar="DIR", action="append", default=[],
                    help="extra rule directory: <dir>/*.yaml rules, <dir>/data/*.yaml tables (repeatable)")
+    p.add_argument("--data", metavar="builtin|active|auto|DIR",
+                   help="the knowledge to use: the built-in tables, the data bundle last pulled (compatcheck data "
+                        "pull), auto (that bundle when there is one, else built-in), or a rules directory or bundle "
+                        "layout (default: $COMPATCHECK_DATA, the config's data.use, else auto)")
     p.add_argument("--rule", metavar="ID", action="append", help="run only these rules (repeatable)")
     p.add_argument("--max-file-size", metavar="MIB", type=int, default=16, help="largest file read (MiB)")
     p.add_argument("--exclude", metavar="PATTERN", action="append", default=[],
@@ -126,7 +130,7 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     if not args.paths and not args.helm_chart and not args.kustomize:
         raise CommandError("give files or directories to lint (or - for stdin, --helm-chart DIR, --kustomize DIR)")
     config_file = args.config or find_config()
-    configured = configure(config_file, args.rules_dir)
+    configured = configure(config_file, args.rules_dir, args.data)
     config, loaded = configured.config, configured.loaded
     if args.rule:
         unknown = [r for r in args.rule if r not in loaded.ruleset.rules]

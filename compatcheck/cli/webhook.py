@@ -64,6 +64,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                             "first request is closed to make room (default: 400)")
     serve.add_argument("--config", help="config file (rules, fixes, webhook: mode, failureMode, ownedPods)")
     serve.add_argument("--rules-dir", action="append", default=[])
+    serve.add_argument("--data", metavar="builtin|active|auto|DIR",
+                       help="the knowledge to start with, as lint's --data (default: the config's data.use, else auto: "
+                            "the bundle pulled into the cache directory, else built-in)")
+    serve.add_argument("--data-source", metavar="REF",
+                       help="a data bundle to pull on start and every --data-refresh-interval, swapped in once "
+                            "verified (default: the config's data.source; none: no pulls)")
+    serve.add_argument("--data-refresh-interval", type=seconds, metavar="SECONDS",
+                       help="seconds between pulls of the data source (default: the config's data.refreshInterval, "
+                            "6 h)")
     serve.add_argument("--nodes", help="static cluster view: node list or ClusterProfile")
     serve.add_argument("--crl", action="append", default=[], help="static CRL ConfigMaps (file or directory)")
     live = serve.add_mutually_exclusive_group()

@@ -118,6 +118,24 @@ class RegistrySettings:
 
 
 @dataclass(frozen=True)
+class DataSettings:
+    """``data:`` in ``.compatcheck.yaml``: which knowledge to use, and the data bundle the webhook keeps current
+    (docs/data-bundle.md)."""
+
+    use: str | None = None  # auto | builtin | active | a directory (None: --data, $COMPATCHECK_DATA, else auto)
+    source: str | None = None  # an OCI reference of a data bundle (the webhook pulls it on a schedule)
+    refresh_interval: float = 6 * 3600.0  # seconds between the webhook's pulls of ``source``
+
+
+def parse_duration(text: str | int | float) -> float:
+    """``90``, ``"90s"``, ``"15m"``, ``"6h"``, ``"1d"`` -> seconds (the schema has checked the form)."""
+    if isinstance(text, int | float):
+        return float(text)
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+
+
+@dataclass(frozen=True)
 class Config:
     path: str | None = None
     severities: dict[str, Severity] = field(default_factory=dict)
@@ -140,6 +158,7 @@ class Config:
     webhook: dict[str, str] = field(default_factory=dict)
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     driver_policy: DriverPolicy = DEFAULT_POLICY  # ``driverPolicy``: the relaxations the cluster declares
+    data: DataSettings = field(default_factory=DataSettings)
     # Input paths to leave out (.gitignore patterns), relative to ``root``, the config file's directory, which
     # exemption ``paths`` are relative to as well (None: no config file, the working directory).
     exclude: tuple[str, ...] = ()

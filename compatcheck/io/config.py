@@ -13,7 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compatcheck.core.config import CONFIG_NAMES, DEFAULT_DOCS_URL, Config, ConfigError, Exemption, RegistrySettings
+from compatcheck.core.config import (
+    CONFIG_NAMES,
+    DEFAULT_DOCS_URL,
+    Config,
+    ConfigError,
+    DataSettings,
+    Exemption,
+    RegistrySettings,
+    parse_duration,
+)
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.policy import DriverPolicy
 from compatcheck.core.rules import schema_problems
@@ -107,6 +116,7 @@ def load_config(path: str | None) -> Config:
         webhook={k: v for k, v in (data.get("webhook") or {}).items() if k != "warnUnchecked"},
         registry=registry_settings(data.get("registry") or {}, rel),
         driver_policy=driver_policy(data.get("driverPolicy") or {}),
+        data=data_settings(data.get("data") or {}, rel),
         exclude=tuple(data.get("exclude") or ()), root=str(base),
     )
 
@@ -131,6 +141,15 @@ def registry_settings(data: dict[str, Any], rel: Any = None) -> RegistrySettings
         tag_ttl=float(data.get("tagTtlSeconds", d.tag_ttl)),
         cache_entries=int(data.get("cacheEntries", d.cache_entries)),
         concurrency=int(data.get("concurrency", d.concurrency)))
+
+
+def data_settings(data: dict[str, Any], rel: Any = None) -> DataSettings:
+    """The ``data:`` section (schema-valid); a directory in ``use`` is relative to the config file."""
+    use = data.get("use")
+    if use is not None and use not in ("auto", "builtin", "active") and rel is not None:
+        use = rel(use)
+    return DataSettings(use=use, source=data.get("source"),
+                        refresh_interval=parse_duration(data.get("refreshInterval", DataSettings.refresh_interval)))
 
 
 def driver_policy(data: dict[str, Any]) -> DriverPolicy:

@@ -29,6 +29,7 @@ from compatcheck.core.model import Applicability, Diagnostic
 from compatcheck.core.profiles import PROVIDER_LABELS, profile_to_nodes
 from compatcheck.core.rules import Rule, RuleSet, build_rule, schema_problems
 from compatcheck.core.workloads import KindTable, build_kind_table, install_default_kinds
+from compatcheck.io.datastate import Knowledge
 from compatcheck.io.manifests import (
     Document,
     expand_paths,
@@ -88,6 +89,7 @@ class Loaded:
     ruleset: RuleSet
     kb: KnowledgeBase
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    knowledge: Knowledge | None = None  # where the built-in part came from (None: the installed package)
 
 
 def _yaml_files(directory: Path) -> list[Path]:
@@ -135,14 +137,16 @@ def _line(doc: Any, pointer: str) -> int | None:
     return doc.locate(pointer)[0] if doc is not None else None
 
 
-def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = False) -> Loaded:
+def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = False,
+               base: Path | None = None) -> Loaded:
     """Built-in rules and tables plus admin directories (``<dir>/*.yaml`` rules, ``<dir>/data/*.yaml``
-    tables). Raises RuleLoadError listing every problem."""
+    tables). ``base``: the rules directory that stands for the built-in one (a data bundle's, see
+    ``io.datastate``; read as trusted unless ``validate_builtin``). Raises RuleLoadError listing every problem."""
     problems: list[Diagnostic] = []
     rules: dict[str, Rule] = {}
     builtin_tables: dict[str, list[dict[str, Any]]] = {}
     admin_tables: dict[str, list[dict[str, Any]]] = {}
-    builtin_dir = builtin_rules_dir()
+    builtin_dir = base or builtin_rules_dir()
     if not _yaml_files(builtin_dir):  # a broken install or checkout: never lint with no rules at all
         raise RuleLoadError([Diagnostic(str(builtin_dir), "the built-in rules are missing (a broken install?)",
                                         kind="rules")])
@@ -221,8 +225,9 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
         kb = KnowledgeBase.from_tables(tables)
     except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
         if not validate_builtin and not problems:  # say which built-in row, with its file and line
-            return load_rules(extra_dirs, validate_builtin=True)
-        problems.append(Diagnostic("rules/data", f"data tables: {exc}", kind="rules"))
+            return load_rules(extra_dirs, validate_builtin=True, base=base)
+        problems.append(Diagnostic(str(builtin_dir / "data") if base else "rules/data", f"data tables: {exc}",
+                                   kind="rules"))
     if problems:
         raise RuleLoadError(problems)
     return Loaded(RuleSet(rules), kb, tables)

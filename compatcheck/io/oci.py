@@ -22,6 +22,11 @@ Bounded and safe, because it runs inside a lint run and inside an admission webh
   before any connection is made; a redirect never carries the registry's credentials to another host, and
   plain HTTP is never followed.
 
+For data bundles (``io.bundle``, ``compatcheck data push/pull``) it also reads an artifact's manifest and blobs by
+digest (each verified: sha256 and the size its descriptor names) and uploads blobs (``HEAD``, then a monolithic
+``POST``/``PUT``) and manifests, with a token scoped ``pull,push``; the same auth, host policy, TLS, timeouts
+and retries apply.
+
 Reads and speaks HTTPS (stdlib ``http.client``); evaluates nothing. Failures are ``FetchError``s with a ``kind``
 the callers turn into one note each, never a traceback.
 """
@@ -80,6 +85,23 @@ class FetchError(Exception):
     @property
     def host_level(self) -> bool:
         return self.kind in self.HOST_LEVEL
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (with its port, if any) names this machine: localhost, 127.0.0.0/8 or ::1."""
+    import ipaddress
+
+    name = host.lower()
+    if name.startswith("["):
+        name = name[1:].split("]", 1)[0]
+    elif re.search(r":\d+$", name) and name.count(":") == 1:
+        name = name.rsplit(":", 1)[0]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def host_matches(host: str, patterns: tuple[str, ...]) -> bool:
@@ -178,7 +200,12 @@ class RegistryClient:
     connection per host per thread. Thread-safe: ``fetch`` may run on many threads at once."""
 
     def __init__(self, credentials: Credentials, policy: HostPolicy, limits: Limits | None = None,
-                 ca_file: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 ca_file: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 plain_http: tuple[str, ...] = ()) -> None:
+        bad = [h for h in plain_http if not is_loopback(h)]
+        if bad:
+            raise ValueError(f"plain HTTP is only for a registry on this machine (loopback), not {', '.join(bad)}")
+        self.plain_http = frozenset(h.lower() for h in plain_http)  # hosts spoken to without TLS (loopback only)
         self.credentials = credentials
         self.policy = policy
         self.limits = limits or Limits()
@@ -265,28 +292,117 @@ class RegistryClient:
         media = body.get("mediaType") or resp.headers.get("content-type", "").split(";")[0].strip()
         return body, str(media), digest
 
+    # ------------------------------------------------------------------ artifacts (compatcheck data bundles)
+    def artifact_manifest(self, ref: ImageRef, deadline: float) -> tuple[bytes, str]:
+        """The raw bytes of the OCI manifest ``ref`` names and their digest, verified against a digest reference or
+        the registry's ``Docker-Content-Digest``. Raises FetchError."""
+        host = self._host(ref)
+        state = {"requests": 0}
+        wanted = ref.digest or ref.tag or "latest"
+        resp = self._get(host, ref, f"/v2/{ref.repository}/manifests/{wanted}", OCI_MANIFEST,
+                         self.limits.max_manifest_bytes, deadline, state)
+        digest = "sha256:" + hashlib.sha256(resp.body).hexdigest()
+        if wanted.startswith("sha256:"):
+            _verify(resp.body, wanted, host, "manifest")
+        else:
+            header = resp.headers.get("docker-content-digest")
+            if header and header.startswith("sha256:") and header != digest:
+                raise FetchError("digest", host, f"manifest of {ref.name}:{wanted} does not match its "
+                                                 f"Docker-Content-Digest {header} (got {digest})")
+        return resp.body, digest
+
+    def blob(self, ref: ImageRef, digest: str, size: int, cap: int, deadline: float) -> bytes:
+        """The blob ``digest`` of ``ref``'s repository, exactly ``size`` bytes (at most ``cap``), verified."""
+        host = self._host(ref)
+        if not _DIGEST.match(digest):
+            raise FetchError("protocol", host, f"unsupported digest {digest!r}")
+        if size > cap:
+            raise FetchError("too-large", host, f"blob {digest} is {size} bytes, over the {cap} byte cap")
+        raw = self._get(host, ref, f"/v2/{ref.repository}/blobs/{digest}", "*/*", size, deadline, {"requests": 0},
+                        follow=True).body
+        if len(raw) != size:
+            raise FetchError("digest", host, f"blob {digest} is {len(raw)} bytes, not the {size} its descriptor "
+                                             "says")
+        _verify(raw, digest, host, "blob")
+        return raw
+
+    def push_blob(self, ref: ImageRef, data: bytes, deadline: float) -> str:
+        """Upload ``data`` to ``ref``'s repository (a monolithic upload: POST, then PUT with the digest), unless the
+        registry has it already (HEAD). Returns its digest. Raises FetchError."""
+        host = self._host(ref)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        state = {"requests": 0}
+        head = self._send(host, ref, f"/v2/{ref.repository}/blobs/{digest}", "*/*", 0, deadline, state,
+                          method="HEAD", ok=(200, 404), push=True)
+        if head.status == 200:
+            return digest
+        started = self._send(host, ref, f"/v2/{ref.repository}/blobs/uploads/", "*/*", 64 * 1024, deadline, state,
+                             method="POST", body=b"", ok=(202,), push=True)
+        location = started.headers.get("location", "")
+        base = f"{'http' if host.lower() in self.plain_http else 'https'}://{host}/v2/{ref.repository}/blobs/uploads/"
+        url = urllib.parse.urlsplit(urllib.parse.urljoin(base, location))
+        scheme = "http" if host.lower() in self.plain_http else "https"
+        if not location or url.netloc.lower() != host.lower() or url.scheme != scheme:
+            raise FetchError("protocol", host, f"upload location {location!r} is not on {host}")
+        query = f"{url.query}&" if url.query else ""
+        path = f"{url.path}?{query}{urllib.parse.urlencode({'digest': digest})}"
+        self._send(host, ref, path, "*/*", 64 * 1024, deadline, state, method="PUT", body=data,
+                   content_type="application/octet-stream", ok=(201, 204), push=True)
+        return digest
+
+    def push_manifest(self, ref: ImageRef, raw: bytes, media_type: str, deadline: float) -> str:
+        """PUT the manifest ``raw`` under ``ref``'s tag (or its digest); returns the manifest's digest, checked
+        against the registry's ``Docker-Content-Digest``. Raises FetchError."""
+        host = self._host(ref)
+        digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+        wanted = ref.tag or ref.digest or "latest"
+        if ref.digest and ref.digest != digest:
+            raise FetchError("digest", host, f"the manifest is {digest}, not the {ref.digest} the reference names")
+        resp = self._send(host, ref, f"/v2/{ref.repository}/manifests/{wanted}", "*/*", 64 * 1024, deadline,
+                          {"requests": 0}, method="PUT", body=raw, content_type=media_type, ok=(201, 204), push=True)
+        header = resp.headers.get("docker-content-digest")
+        if header and header != digest:
+            raise FetchError("digest", host, f"{host} stored the manifest as {header}, not {digest}")
+        return digest
+
+    def _host(self, ref: ImageRef) -> str:
+        if not self.policy.registry_allowed(ref.registry):
+            raise FetchError("not-allowed", ref.registry, f"registry {ref.registry} is not allowed")
+        return HOST_ALIASES.get(ref.registry, ref.registry)
+
     # ------------------------------------------------------------------ HTTP with auth, redirects, retries
     def _get(self, host: str, ref: ImageRef, path: str, accept: str, cap: int, deadline: float,
              state: dict[str, int], *, follow: bool = False) -> _Response:
+        return self._send(host, ref, path, accept, cap, deadline, state, follow=follow)
+
+    def _send(self, host: str, ref: ImageRef, path: str, accept: str, cap: int, deadline: float,
+              state: dict[str, int], *, follow: bool = False, method: str = "GET", body: bytes | None = None,
+              content_type: str | None = None, ok: tuple[int, ...] = (200,), push: bool = False) -> _Response:
+        """One API request with auth (``push``: a token scoped ``pull,push``), redirects (GET only) and retries;
+        a status outside ``ok`` is a FetchError."""
         target = _Target("https", host, path)
-        auth: str | None = self._cached_auth(host, ref)
+        scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
+        auth: str | None = self._cached_auth(host, ref, scope)
         tried_auth = False
         redirects = 0
         attempt = 0
         while True:
             same_host = target.host.lower() == host.lower()
             headers = {"Accept": accept, "User-Agent": USER_AGENT}
+            if content_type is not None:
+                headers["Content-Type"] = content_type
             if auth and same_host:  # credentials go to the registry only, never to a CDN it redirects to
                 headers["Authorization"] = auth
             state["requests"] += 1
-            resp = self._request(target, headers, cap, deadline)
+            resp = self._request(target, headers, cap, deadline, method=method, body=body)
             if resp.status == 401 and same_host and not tried_auth:
                 tried_auth = True
                 if auth:  # a token the registry no longer takes
                     self._forget(host)
-                auth = self._authenticate(host, ref, resp.headers.get("www-authenticate", ""), deadline, state)
+                auth = self._authenticate(host, ref, resp.headers.get("www-authenticate", ""), deadline, state,
+                                          scope)
                 continue
-            if resp.status in (301, 302, 303, 307, 308):
+            if resp.status in (301, 302, 303, 307, 308) and method in ("GET", "HEAD"):
                 redirects += 1
                 location = resp.headers.get("location", "")
                 if not follow and not same_host:
@@ -302,10 +418,13 @@ class RegistryClient:
             if resp.status in (401, 403):
                 who = "anonymous access" if self.credentials.for_host(host) is None else "the credentials given"
                 raise FetchError("denied", host, f"{host} refused {who} ({resp.status}) for {ref.name}")
-            if resp.status == 404:
-                raise FetchError("not-found", host, f"{ref.name}: {path.rsplit('/', 1)[-1]} not found (404)")
-            if resp.status != 200:
-                raise FetchError("status", host, f"{target.host} answered {resp.status} for {path}")
+            if resp.status == 404 and 404 not in ok:
+                raise FetchError("not-found", host, f"{ref.name}: {path.split('?')[0].rsplit('/', 1)[-1]} not "
+                                                    "found (404)")
+            if resp.status not in ok:
+                detail = _error_detail(resp.body)
+                raise FetchError("status", host, f"{target.host} answered {resp.status} for {method} "
+                                                 f"{path.split('?')[0]}{f' ({detail})' if detail else ''}")
             return resp
 
     def _redirect(self, host: str, current: _Target, location: str, count: int) -> _Target:
@@ -336,13 +455,14 @@ class RegistryClient:
         time.sleep(wait)
 
     # ------------------------------------------------------------------ tokens
-    def _cached_auth(self, host: str, ref: ImageRef) -> str | None:
+    def _cached_auth(self, host: str, ref: ImageRef, wanted: str | None = None) -> str | None:
+        wanted = wanted or f"repository:{ref.repository}:pull"
         with self._lock:
             basic = self._basic.get(host)
             if basic is not None:  # a Basic registry: no need to be refused first on every request
                 return basic
             for (h, _realm, _service, scope), tok in self._tokens.items():
-                if h == host and scope == f"repository:{ref.repository}:pull" and tok.expires > self.clock():
+                if h == host and scope == wanted and tok.expires > self.clock():
                     return f"Bearer {tok.value}"
         return None
 
@@ -359,7 +479,7 @@ class RegistryClient:
                 del self._tokens[key]
 
     def _authenticate(self, host: str, ref: ImageRef, challenge: str, deadline: float,
-                      state: dict[str, int]) -> str:
+                      state: dict[str, int], wanted: str | None = None) -> str:
         scheme, params = parse_challenge(challenge)
         cred = self.credentials.for_host(host)
         if scheme == "basic":
@@ -378,7 +498,7 @@ class RegistryClient:
         if not self.policy.auxiliary_allowed(realm.netloc, host):
             raise FetchError("not-allowed", host, f"{host} names a token realm on {realm.netloc}, which is not an "
                                                   "allowed host (registry.redirectHosts)")
-        scope = params.get("scope") or f"repository:{ref.repository}:pull"
+        scope = params.get("scope") or wanted or f"repository:{ref.repository}:pull"
         service = params.get("service", "")
         key = (host, params["realm"], service, scope)
         with self._lock:
@@ -429,15 +549,18 @@ class RegistryClient:
         return token
 
     # ------------------------------------------------------------------ one HTTPS request
-    def _connection(self, host: str, timeout: float) -> http.client.HTTPSConnection:
-        conns: dict[str, http.client.HTTPSConnection] | None = getattr(self._local, "conns", None)
+    def _connection(self, host: str, timeout: float) -> http.client.HTTPConnection:
+        conns: dict[str, http.client.HTTPConnection] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         conn = conns.get(host)
         if conn is None:
             name, _, port = host.rpartition(":") if re.search(r":\d+$", host) else (host, "", "")
-            conn = http.client.HTTPSConnection(name, int(port) if port else 443, timeout=timeout,
-                                               context=self.ssl)
+            if host.lower() in self.plain_http:  # asked for, and on loopback only (checked at construction)
+                conn = http.client.HTTPConnection(name, int(port) if port else 80, timeout=timeout)
+            else:
+                conn = http.client.HTTPSConnection(name, int(port) if port else 443, timeout=timeout,
+                                                   context=self.ssl)
             conns[host] = conn
         return conn
 
@@ -467,7 +590,9 @@ class RegistryClient:
             resp = conn.getresponse()
             status = resp.status
             hdrs = {k.lower(): v for k, v in resp.getheaders()}
-            if status in (301, 302, 303, 307, 308) or status >= 400:
+            if method == "HEAD":
+                data = resp.read()  # no body; reading closes the response, so the connection is reused
+            elif status in (301, 302, 303, 307, 308) or status >= 400:
                 data = self._read(resp, conn, 64 * 1024, deadline, target.host, keep=False)
             else:
                 length = hdrs.get("content-length")
@@ -498,7 +623,7 @@ class RegistryClient:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             raise FetchError("network", target.host, f"cannot reach {target.host}: {reason}") from None
 
-    def _read(self, resp: http.client.HTTPResponse, conn: http.client.HTTPSConnection, cap: int, deadline: float,
+    def _read(self, resp: http.client.HTTPResponse, conn: http.client.HTTPConnection, cap: int, deadline: float,
               host: str, *, keep: bool) -> bytes:
         chunks: list[bytes] = []
         total = 0
@@ -518,6 +643,16 @@ class RegistryClient:
                 break  # an error body: what was read is enough to report
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _error_detail(body: bytes) -> str:
+    """The first ``errors[].message`` of a distribution API error body ("" when there is none)."""
+    try:
+        errors = json.loads(body).get("errors")
+        first = errors[0] if isinstance(errors, list) and errors else {}
+        return str(first.get("code", "")) + (f": {first['message']}" if first.get("message") else "")
+    except (ValueError, AttributeError, TypeError, KeyError, UnicodeDecodeError):
+        return ""
 
 
 def _verify(data: bytes, digest: str, host: str, what: str) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from compatcheck.core.config import Config
     from compatcheck.core.model import Diagnostic
+    from compatcheck.io.datastate import Knowledge
     from compatcheck.io.loader import Loaded
 
 # 0: nothing at or above the failure threshold; 1: findings at or above it; 2: usage, config, rule or input errors.
@@ -29,14 +30,31 @@ class CommandError(Exception):
         self.problems = list(problems)
 
 
-def rules(dirs: list[str], validate_builtin: bool = False) -> Loaded:
-    """The built-in rules and tables plus ``dirs``; CommandError listing every problem."""
+def rules(dirs: list[str], validate_builtin: bool = False, knowledge: Knowledge | None = None) -> Loaded:
+    """The built-in rules and tables (or ``knowledge``'s: a data bundle, see ``io.datastate``) plus ``dirs``;
+    CommandError listing every problem."""
     from compatcheck.io.loader import RuleLoadError, load_rules
 
+    base = None
+    if knowledge is not None and knowledge.kind != "builtin":
+        base = knowledge.path
+        validate_builtin = validate_builtin or not knowledge.trusted
     try:
-        return load_rules(dirs, validate_builtin=validate_builtin)
+        loaded = load_rules(dirs, validate_builtin=validate_builtin, base=base)
     except RuleLoadError as exc:
         raise CommandError(problems=exc.problems) from None
+    loaded.knowledge = knowledge
+    return loaded
+
+
+def knowledge(choice: str | None, config_choice: str | None = None) -> Knowledge:
+    """The knowledge ``--data`` (or ``$COMPATCHECK_DATA``, or the config's ``data.use``) chooses; CommandError."""
+    from compatcheck.io.datastate import DataChoiceError, choose
+
+    try:
+        return choose(choice, config_choice)
+    except DataChoiceError as exc:
+        raise CommandError(str(exc)) from None
 
 
 class Configured:
@@ -52,8 +70,9 @@ class Configured:
         return f"Configured(config={self.config!r}, loaded={self.loaded!r})"
 
 
-def configure(config_path: str | None, rules_dirs: list[str]) -> Configured:
-    """The config file (None: defaults) and the rules it configures; CommandError listing every problem."""
+def configure(config_path: str | None, rules_dirs: list[str], data: str | None = None) -> Configured:
+    """The config file (None: defaults) and the rules it configures, from the knowledge ``data`` chooses (see
+    ``knowledge``); CommandError listing every problem."""
     from compatcheck.core.config import ConfigError, apply_to_ruleset
     from compatcheck.io.config import load_config, locate
 
@@ -61,9 +80,20 @@ def configure(config_path: str | None, rules_dirs: list[str]) -> Configured:
         config = load_config(config_path)
     except ConfigError as exc:
         raise CommandError(problems=exc.problems) from None
-    loaded = rules([*config.rule_dirs, *rules_dirs])
+    loaded = rules([*config.rule_dirs, *rules_dirs], knowledge=knowledge(data, config.data.use))
     try:
         loaded.ruleset = apply_to_ruleset(config, loaded.ruleset)
     except ConfigError as exc:
         raise CommandError(problems=locate(exc.problems)) from None
     return Configured(config, loaded)
+
+
+def configure_only(config_path: str | None) -> Config:
+    """The config file (None: defaults), without loading rules; CommandError listing every problem."""
+    from compatcheck.core.config import ConfigError
+    from compatcheck.io.config import load_config
+
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        raise CommandError(problems=exc.problems) from None

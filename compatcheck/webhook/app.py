@@ -25,6 +25,7 @@ from compatcheck.core.jsonutil import JsonObject, dumps, loads
 from compatcheck.core.rules import RuleSet
 from compatcheck.core.workloads import known_kind_names
 from compatcheck.webhook.clusterview import Snapshot, ViewHealth
+from compatcheck.webhook.datarefresh import DataRefresher
 from compatcheck.webhook.logs import DecisionLog, log_event
 from compatcheck.webhook.metrics import Metrics
 from compatcheck.webhook.registry import AdmissionLookups, request_images
@@ -67,6 +68,7 @@ class State:
     waiting: int = 0  # reviews submitted to the worker and not answered yet
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="compatcheck-review"))
+    data: DataRefresher | None = None  # keeps the knowledge current (data.source), swapping ruleset/settings/cache
 
 
 STATE = web.AppKey("state", State)

@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -174,6 +174,12 @@ class StaticView:
         problems = NodeProblemLog(metrics).update(cluster)
         self.snapshot = Snapshot.of(kb, cluster, index, invalid, node_problems=problems,
                                     admission_plugins=admission_plugins, driver_policy=driver_policy)
+        self._inputs = (nodes, crl, max_bytes, metrics, admission_plugins, driver_policy)
+
+    def set_kb(self, kb: KnowledgeBase) -> None:
+        """Judge with ``kb`` from now on (a data bundle swapped in): the files are read again against it."""
+        nodes, crl, max_bytes, metrics, plugins, policy = self._inputs
+        self.snapshot = StaticView(kb, nodes, crl, max_bytes, metrics, plugins, policy).snapshot
 
     def health(self) -> ViewHealth:
         return ViewHealth(True)
@@ -566,7 +572,8 @@ class LiveView:
             self.compactor.compact(nodes)  # bound the intern table by what the view still holds
             # The last snapshot's placement indexes carry over, patched for the nodes that changed: under label
             # churn (GFD's timestamp, every node each minute) a snapshot costs the changes, not a pass per key.
-            cluster = build_cluster_from_records(nodes, self.kb, previous=self.snapshot.ctx.cluster)
+            previous = self.snapshot.ctx.cluster if self.snapshot.ctx.kb is self.kb else None  # None: kb swapped
+            cluster = build_cluster_from_records(nodes, self.kb, previous=previous)
             index, invalid = build_index(crls)
             for obj, why in invalid:
                 log_event(log, logging.WARNING, "ignoring invalid CRL ConfigMap",
@@ -580,6 +587,17 @@ class LiveView:
                                         runtimes, self.admission_plugins, self.driver_policy)
             if self.metrics is not None:
                 self.snapshot.publish(self.metrics)
+
+    def set_kb(self, kb: KnowledgeBase) -> None:
+        """Judge with ``kb`` from now on (a data bundle swapped in): the next snapshot is built against it, at once
+        when the view has synced."""
+        self.kb = kb
+        if all(w.synced.is_set() for w in self._watchers):
+            self.rebuild()
+        else:
+            self.snapshot = replace(self.snapshot, ctx=EvalContext(kb, None, CrlIndex(),
+                                                                    admission_plugins=self.admission_plugins,
+                                                                    driver_policy=self.driver_policy))
 
     def _dra(self) -> tuple[Inventory, DraIndex]:
         """The DRA inventory and index, rebuilt only when a DRA watch has moved: Nodes change far more often (GFD

@@ -68,6 +68,19 @@ class Metrics:
             "compatcheck_registry_wait_seconds", "Time an admission request waited for image config fetches "
             "(bounded by registry.webhookBudgetSeconds)", registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0))
+        self.data_age = Gauge("compatcheck_data_age_seconds",
+                              "Seconds since the knowledge in use (rules and data tables) was built: the pulled data "
+                              "bundle's build time, or the built-in tables' newest asOf date", registry=r)
+        self.data_refreshes = Counter("compatcheck_data_refreshes_total",
+                                      "Pulls of data.source by result: updated (a new bundle verified and swapped "
+                                      "in), unchanged (the same digest)", ["result"], registry=r)
+        self.data_refresh_failures = Counter("compatcheck_data_refresh_failures_total",
+                                             "Pulls of data.source that failed (registry, verification or "
+                                             "validation): the webhook keeps the knowledge it had", registry=r)
+        self.data_last_success = Gauge("compatcheck_data_last_refresh_success_timestamp_seconds",
+                                       "When a pull of data.source last succeeded (Unix time; 0: never)", registry=r)
+        self.data_info = Gauge("compatcheck_data_info", "The knowledge in use (value 1): source builtin or pulled, "
+                               "the bundle's digest and reference", ["source", "digest", "ref"], registry=r)
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

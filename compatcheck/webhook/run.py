@@ -22,6 +22,7 @@ from compatcheck.io.setup import EXIT_FINDINGS, EXIT_OK, CommandError, configure
 from compatcheck.webhook import certs
 from compatcheck.webhook.app import State, View
 from compatcheck.webhook.clusterview import LiveView, StaticView, ViewError
+from compatcheck.webhook.datarefresh import DataRefresher
 from compatcheck.webhook.logs import json_logging
 from compatcheck.webhook.metrics import Metrics
 from compatcheck.webhook.registry import AdmissionLookups
@@ -78,7 +79,7 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
                   kubeconfig: str | None = None, in_cluster: bool = False,
                   args: argparse.Namespace | None = None) -> State:
     """Rules, settings and the cluster view; CommandError when the webhook must refuse to start."""
-    configured = configure(config_path, rules_dirs)
+    configured = configure(config_path, rules_dirs, getattr(args, "data", None))
     config, loaded = configured.config, configured.loaded
     metrics = Metrics()
     registry = registry_settings(args, config.registry)
@@ -104,8 +105,14 @@ def webhook_state(config_path: str | None, rules_dirs: list[str], nodes: str | N
             raise CommandError(str(exc)) from None
         static.snapshot.publish(metrics)
         view = static
-    return State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics,
-                 registry=lookups)
+    state = State(loaded.ruleset, AdmissionSettings.from_config(config, loaded.ruleset), view, metrics,
+                  registry=lookups)
+    if args is not None:  # serving: the knowledge's age and identity as metrics, and data.source kept current
+        source = getattr(args, "data_source", None) or config.data.source
+        interval = getattr(args, "data_refresh_interval", None) or config.data.refresh_interval
+        state.data = DataRefresher(state, config, [*config.rule_dirs, *rules_dirs], source, interval, registry,
+                                   loaded.knowledge)
+    return state
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
@@ -156,11 +163,15 @@ def serve_command(args: argparse.Namespace) -> int:
                               args)
         state.max_staleness = args.max_staleness
         state.view.start()
+        if state.data is not None:
+            state.data.start()
         try:
             return asyncio.run(serve(state, serve_options(args)))
         except OSError as exc:
             raise CommandError(f"cannot serve: {exc}") from None
         finally:
+            if state.data is not None:
+                state.data.stop()
             state.view.stop()
             if state.registry is not None:
                 state.registry.close()
