@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core.images import ImageFacts
+from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.versions import parse_version
 from compatcheck.io.loader import Loaded
 from tests.conftest import image_table_as_of
@@ -114,12 +115,11 @@ NEWEST = "the newest {} release compatcheck knows, table dated " + image_table_a
 
 @pytest.mark.parametrize(("ref", "assumed"), [
     # newer than every row of its family (variant): decided from the newest row, and said so (#20)
-    ("vllm/vllm-openai:v0.22.0", "assumed from v0.20.0 to before v0.22.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:v0.34.0", "assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:v0.33.0-cu129", "assumed from v0.27.0 to before v0.33.0, " + NEWEST.format("vllm-openai")),
     ("vllm/vllm-openai:v0.20.0-cu130", "assumed from v0.17.0 to before v0.20.0, " + NEWEST.format("vllm-openai")),
-    ("vllm/vllm-openai:latest", "a floating tag, assumed from v0.20.0 to before v0.22.0, "
-                                + NEWEST.format("vllm-openai")),
-    ("vllm/vllm-openai:nightly", "a floating tag, assumed from v0.20.0 to before v0.22.0, "
-                                 + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:latest", "a floating tag, assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:nightly", "a floating tag, assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
     ("lmsysorg/sglang:latest", "a floating tag, assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
     ("lmsysorg/sglang:v0.5.20", "assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
 ])
@@ -587,7 +587,20 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("vllm", "quantization:compressed-tensors", "0.5.3", "7.0"),
     ("vllm", "dtype:bfloat16", "0.10.0", "8.0"),
     ("vllm", "dtype:auto", "0.8.5.1", "8.0"),           # before the fp16 fallback
-    ("vllm", "attention:flash-attn", "0.7.0", "8.0"),
+    ("vllm", "engine", "0.33.0", "7.5"),
+    ("vllm", "quantization:fp8", "0.33.0", "7.5"),
+    ("vllm", "quantization:modelopt", "0.26.0", "8.9"),
+    ("vllm", "quantization:modelopt", "0.27.0", "8.0"),
+    ("vllm", "quantization:modelopt_fp4", "0.22.0", "7.5"),
+    ("vllm", "quantization:mxfp4", "0.30.0", "8.0"),
+    ("vllm", "quantization:gptq_marlin", "0.22.0", "6.0"),   # AutoGPTQConfig from 0.22.0
+    ("vllm", "quantization:awq_marlin", "0.33.0", "7.5"),
+    ("vllm", "quantization:bitsandbytes", "0.27.1", "7.0"),
+    ("vllm", "dtype:bfloat16", "0.33.0", "8.0"),
+    ("vllm", "attention:flash_attn", "0.13.0", "8.0"),       # --attention-backend FLASH_ATTN: refused
+    ("vllm", "attention:flash_attn", "0.33.0", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.11.0", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.14.1", "8.0"),
     ("sglang", "engine", "0.4.1", "7.5"),
     ("sglang", "engine", "0.5.1.2", "7.5"),
     ("sglang", "engine", "0.5.1.3", "8.0"),
@@ -611,6 +624,9 @@ def test_framework_floors(loaded: Loaded, framework: str, feature: str, version:
     ("vllm", "dtype:auto", "0.9.0"),                    # falls back to float16: no floor
     ("vllm", "kv-cache-dtype:fp8", "0.10.0"),           # storage, no FP8-compute floor
     ("vllm", "quantization:marlin", "0.10.2"),          # the format is gone
+    ("vllm", "attention-env:flash_attn", "0.10.2"),     # FLASH_ATTN by env: XFORMERS on Volta/Turing (fall-back)
+    ("vllm", "attention-env:flash_attn", "0.16.0"),     # the env var is no longer read
+    ("vllm", "kv-cache-dtype:fp8", "0.33.0"),
 ])
 def test_framework_no_floor(loaded: Loaded, framework: str, feature: str, version: str) -> None:
     row = loaded.kb.framework_floor(framework, feature, parse_version(version))
@@ -618,7 +634,9 @@ def test_framework_no_floor(loaded: Loaded, framework: str, feature: str, versio
 
 
 @pytest.mark.parametrize(("framework", "feature", "version"), [
-    ("vllm", "engine", "0.22.0"),                       # newer than the releases read
+    ("vllm", "engine", "0.34.0"),                       # newer than the releases read
+    ("vllm", "quantization:bitsandbytes", "0.28.0"),    # not a method of 0.28.0 and later
+    ("vllm", "attention-env:flash_attn", "0.15.1"),     # no sdist of 0.15.x: not read
     ("vllm", "quantization:fp8", "0.4.1"),              # fp8 did not exist yet
     ("sglang", "engine", "0.4.0"),                      # vLLM's kernels then
     ("triton", "engine", "24.12"),                      # notes not read
@@ -643,6 +661,36 @@ def test_framework_floor_of_an_unknown_version(loaded: Loaded, framework: str, f
                                                floor: str | None) -> None:
     row = loaded.kb.framework_floor(framework, feature, None)
     assert (str(row.min_cc) if row is not None and row.min_cc is not None else None) == floor
+
+
+@pytest.mark.parametrize(("framework", "feature", "version", "floor", "fallback", "below"), [
+    ("vllm", "quantization:fp8", "0.5.1", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("vllm", "quantization:fp8", "0.33.0", "7.5", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("vllm", "quantization:fp8", "0.5.0", "8.9", None, None),       # W8A8 only: no fall-back yet
+    ("vllm", "quantization:modelopt_fp4", "0.30.0", "7.5", "FP4 Marlin (weight-only W4A16)", "10.0"),
+    ("vllm", "attention-env:flash_attn", "0.6.3", None, "the XFORMERS attention backend", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.12.0", "8.0", None, None),  # refused from 0.12.0
+    ("tgi", "quantization:fp8", "3.3.7", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+])
+def test_framework_fallbacks(loaded: Loaded, framework: str, feature: str, version: str, floor: str | None,
+                             fallback: str | None, below: str | None) -> None:
+    row = loaded.kb.framework_floor(framework, feature, parse_version(version))
+    assert row is not None
+    assert (str(row.min_cc) if row.min_cc else None, row.fallback, str(row.full_cc) if row.full_cc else None) == \
+        (floor, fallback, below)
+
+
+def test_an_unknown_version_assumes_no_fallback(loaded: Loaded) -> None:
+    row = loaded.kb.framework_floor("vllm", "quantization:fp8", None)
+    assert row is not None and (str(row.min_cc), row.fallback, row.full_cc) == ("7.5", None, None)
+
+
+def test_a_fallback_must_be_above_the_floor() -> None:
+    row = {"framework": "x", "feature": "q", "from": "1.0", "minComputeCapability": "8.0", "source": "S",
+           "fallback": {"kernel": "k", "below": "8.0"}}
+    with pytest.raises(KnowledgeError, match=r"^framework-features x q: fallback.below 8.0 must be above "
+                                             r"minComputeCapability 8.0$"):
+        KnowledgeBase.from_tables({"framework-features": [row]})
 
 
 def test_framework_names_match_the_image_profiles(loaded: Loaded) -> None:

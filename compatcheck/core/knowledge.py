@@ -180,6 +180,10 @@ class FrameworkFloor:
     versions: VersionRange
     min_cc: Version | None  # None: no floor in this range
     source: str
+    # Below ``full_cc`` (and at or above ``min_cc``) the framework does not fail: it runs ``fallback`` instead (a
+    # slower kernel or backend, e.g. FP8 Marlin weight-only below 8.9, XFORMERS for FlashAttention below 8.0).
+    fallback: str | None = None
+    full_cc: Version | None = None
 
 
 @dataclass(frozen=True)
@@ -300,8 +304,14 @@ class KnowledgeBase:
         for row in tables.get("framework-features", []):
             where = f"framework-features {row['framework']} {row['feature']}"
             floor = row["minComputeCapability"]
+            fallback = row.get("fallback")
             ff = FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
-                                _cc(floor) if floor is not None else None, row["source"])
+                                _cc(floor) if floor is not None else None, row["source"],
+                                fallback["kernel"] if fallback else None,
+                                _cc(fallback["below"]) if fallback else None)
+            if ff.min_cc is not None and ff.full_cc is not None and ff.full_cc <= ff.min_cc:
+                raise KnowledgeError(f"{where}: fallback.below {ff.full_cc} must be above minComputeCapability "
+                                     f"{ff.min_cc}")
             floors.setdefault((ff.framework, ff.feature, ff.versions), ff)
         kb.framework_floors = list(floors.values())
         for row in tables.get("forward-compat", []):
