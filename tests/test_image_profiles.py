@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.images import ImageFacts
 from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.versions import parse_version
@@ -791,3 +792,43 @@ def test_mig_resource_form() -> None:
     assert mig_resource_profile("1g.10gb+me") == "1g.10gb.me"
     assert mig_resource_profile("1g.24gb+me.all") == "1g.24gb.me.all"
     assert mig_resource_profile("1g.24gb-me") == "1g.24gb-me"
+
+
+# ------------------------------------------------------------------------- the version an image's config states
+
+def _env(ref: str, **env: str) -> RegistryFacts:
+    return RegistryFacts(ref, "sha256:" + "b" * 64, "linux/amd64", env=tuple(env.items()))
+
+
+@pytest.mark.parametrize(("ref", "env", "cuda", "stated", "assumed"), [
+    # vLLM release images from 0.22.0 carry their public tag in VLLM_IMAGE_TAG: latest is read as that release
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0"}, "13.0.2",
+     "0.28.0, from its config's env VLLM_IMAGE_TAG", None),
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0-cu129"}, "12.9.1",
+     "0.28.0, from its config's env VLLM_IMAGE_TAG", None),
+    # a nightly says no version, another variant is not claimed: the tag's assumption stands
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:nightly-0123abcd"}, "13.0.2", None,
+     "a floating tag, assumed from v0.33.0, the newest vllm-openai release compatcheck knows, table dated "
+     + image_table_as_of()),
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0-ubuntu2404"}, "13.0.2", None,
+     "a floating tag, assumed from v0.33.0, the newest vllm-openai release compatcheck knows, table dated "
+     + image_table_as_of()),
+    # NGC Triton states its month; a month newer than the table is still assumed, and said to be stated
+    ("nvcr.io/nvidia/tritonserver:26.11-py3", {"NVIDIA_TRITON_SERVER_VERSION": "26.11"}, "13.4.3",
+     "26.11, from its config's env NVIDIA_TRITON_SERVER_VERSION",
+     "assumed from v26.10, the newest ngc-tritonserver release compatcheck knows, table dated " + image_table_as_of()),
+    ("nvcr.io/nvidia/tritonserver:26.11-py3", {"NVIDIA_TRITON_SERVER_VERSION": "26.11dev"}, "13.4.3", None,
+     "assumed from v26.10, the newest ngc-tritonserver release compatcheck knows, table dated " + image_table_as_of()),
+])
+def test_the_version_a_family_states_in_its_config(loaded: Loaded, ref: str, env: dict[str, str], cuda: str,
+                                                   stated: str | None, assumed: str | None) -> None:
+    found = loaded.kb.with_stated_version(ref, loaded.kb.image_facts(ref), _env(ref, **env))
+    assert found is not None
+    assert (str(found.cuda), found.stated_version, found.assumed) == (cuda, stated, assumed)
+
+
+def test_a_version_source_regex_needs_a_version_group() -> None:
+    row = {"name": "x", "pattern": r"^x:(?P<version>[\d.]+)$", "source": "S",
+           "versionFrom": [{"env": "X_TAG", "match": r"x:v[\d.]+"}], "versions": [{"equals": "1.0", "source": "S"}]}
+    with pytest.raises(KnowledgeError, match=r"needs a \(\?P<version>\) group"):
+        KnowledgeBase.from_tables({"image-profiles": [row]})
