@@ -130,7 +130,7 @@ def test_newer_and_floating_tags_are_assumed_from_the_newest_release(loaded: Loa
 
 
 @pytest.mark.parametrize("ref", [
-    "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3", "nvcr.io/nvidia/tensorrt-llm/release:1.3.0",
     "nvcr.io/nvidia/tritonserver:23.03-py3-sdk", "nvcr.io/nvidia/sglang:26.05-py3",
     "ghcr.io/huggingface/text-generation-inference:3.3.8", "lmsysorg/sglang:v0.4.6.post2-cu118",
     "ghcr.io/huggingface/text-embeddings-inference:1.9.4",
@@ -203,6 +203,12 @@ def test_other_tags_newer_than_their_family_are_assumed(loaded: Loaded, ref: str
     ("nvcr.io/nvidia/cuda-dl-base:25.02-cuda12.5-devel-ubuntu24.04",
      dict(profile="ngc-cuda-dl-base", cuda="12.5", base=None)),
     ("nvcr.io/nvidia/tensorrt-llm/release:0.20.0", dict(profile="tensorrt-llm-release", cuda="12.9.0")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:0.21.0", dict(cuda="12.9.0")),    # base PyTorch 25.05 (derived)
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.0.0", dict(cuda="12.9.1")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.1.0", dict(cuda="13.0.2")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0", dict(cuda="13.1.0")),
+    ("nvcr.io/nvidia/tensorflow:22.06-tf2-py3", dict(cuda="11.7", fwd=[450, 470, 510])),
+    ("nvcr.io/nvidia/tensorflow:21.05-tf1-py3", dict(cuda="11.3.0")),
 ])
 def test_ngc(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
     check(facts(loaded, ref), {"binaries": {}, **expect})
@@ -613,6 +619,7 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("tensorrt-llm", "engine", "0.15.0", "7.5"),
     ("tensorrt-llm", "engine", "1.2.1", "7.5"),
     ("tensorrt-llm", "quantization:fp8", "0.18.2", "8.9"),
+    ("ngc-tensorflow", "engine", "22.06", "6.0"),
     ("flash-attn", "attention:flash-attn", "2.7.4", "8.0"),
     ("flash-attn", "attention:flash-attn-3", "3.0.0", "9.0"),
 ])
