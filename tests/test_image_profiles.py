@@ -209,6 +209,8 @@ def test_other_tags_newer_than_their_family_are_assumed(loaded: Loaded, ref: str
     ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0", dict(cuda="13.1.0")),
     ("nvcr.io/nvidia/tensorflow:22.06-tf2-py3", dict(cuda="11.7", fwd=[450, 470, 510])),
     ("nvcr.io/nvidia/tensorflow:21.05-tf1-py3", dict(cuda="11.3.0")),
+    ("nvcr.io/nvidia/tritonserver:22.01-py3", dict(profile="ngc-tritonserver", framework="triton", cuda="11.6.0",
+                                                   fwd=[418, 440, 450, 460, 470])),
 ])
 def test_ngc(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
     check(facts(loaded, ref), {"binaries": {}, **expect})
@@ -620,6 +622,7 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("tensorrt-llm", "engine", "1.2.1", "7.5"),
     ("tensorrt-llm", "quantization:fp8", "0.18.2", "8.9"),
     ("ngc-tensorflow", "engine", "22.06", "6.0"),
+    ("triton", "engine", "22.01", "6.0"),
     ("flash-attn", "attention:flash-attn", "2.7.4", "8.0"),
     ("flash-attn", "attention:flash-attn-3", "3.0.0", "9.0"),
 ])
