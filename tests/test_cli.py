@@ -343,7 +343,7 @@ def test_images_explain_says_each_fact_and_its_source() -> None:
     assert "    torch 2.7.0+cu128: sm_75, sm_80, sm_86, sm_90, sm_100, sm_120 (" in text
 
 
-NEWEST = ("assumed from v0.20.0 to before v0.22.0, the newest vllm-openai release compatcheck knows, table dated "
+NEWEST = ("assumed from v0.33.0, the newest vllm-openai release compatcheck knows, table dated "
           f"{image_table_as_of()}")
 
 

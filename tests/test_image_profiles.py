@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.images import ImageFacts
+from compatcheck.core.knowledge import KnowledgeBase, KnowledgeError
 from compatcheck.core.versions import parse_version
 from compatcheck.io.loader import Loaded
 from tests.conftest import image_table_as_of
@@ -114,12 +116,11 @@ NEWEST = "the newest {} release compatcheck knows, table dated " + image_table_a
 
 @pytest.mark.parametrize(("ref", "assumed"), [
     # newer than every row of its family (variant): decided from the newest row, and said so (#20)
-    ("vllm/vllm-openai:v0.22.0", "assumed from v0.20.0 to before v0.22.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:v0.34.0", "assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:v0.33.0-cu129", "assumed from v0.27.0 to before v0.33.0, " + NEWEST.format("vllm-openai")),
     ("vllm/vllm-openai:v0.20.0-cu130", "assumed from v0.17.0 to before v0.20.0, " + NEWEST.format("vllm-openai")),
-    ("vllm/vllm-openai:latest", "a floating tag, assumed from v0.20.0 to before v0.22.0, "
-                                + NEWEST.format("vllm-openai")),
-    ("vllm/vllm-openai:nightly", "a floating tag, assumed from v0.20.0 to before v0.22.0, "
-                                 + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:latest", "a floating tag, assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
+    ("vllm/vllm-openai:nightly", "a floating tag, assumed from v0.33.0, " + NEWEST.format("vllm-openai")),
     ("lmsysorg/sglang:latest", "a floating tag, assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
     ("lmsysorg/sglang:v0.5.20", "assumed from v0.5.11 to before v0.5.20, " + NEWEST.format("sglang")),
 ])
@@ -129,7 +130,7 @@ def test_newer_and_floating_tags_are_assumed_from_the_newest_release(loaded: Loa
 
 
 @pytest.mark.parametrize("ref", [
-    "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+    "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3", "nvcr.io/nvidia/tensorrt-llm/release:1.3.0",
     "nvcr.io/nvidia/tritonserver:23.03-py3-sdk", "nvcr.io/nvidia/sglang:26.05-py3",
     "ghcr.io/huggingface/text-generation-inference:3.3.8", "lmsysorg/sglang:v0.4.6.post2-cu118",
     "ghcr.io/huggingface/text-embeddings-inference:1.9.4",
@@ -202,6 +203,14 @@ def test_other_tags_newer_than_their_family_are_assumed(loaded: Loaded, ref: str
     ("nvcr.io/nvidia/cuda-dl-base:25.02-cuda12.5-devel-ubuntu24.04",
      dict(profile="ngc-cuda-dl-base", cuda="12.5", base=None)),
     ("nvcr.io/nvidia/tensorrt-llm/release:0.20.0", dict(profile="tensorrt-llm-release", cuda="12.9.0")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:0.21.0", dict(cuda="12.9.0")),    # base PyTorch 25.05 (derived)
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.0.0", dict(cuda="12.9.1")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.1.0", dict(cuda="13.0.2")),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0", dict(cuda="13.1.0")),
+    ("nvcr.io/nvidia/tensorflow:22.06-tf2-py3", dict(cuda="11.7", fwd=[450, 470, 510])),
+    ("nvcr.io/nvidia/tensorflow:21.05-tf1-py3", dict(cuda="11.3.0")),
+    ("nvcr.io/nvidia/tritonserver:22.01-py3", dict(profile="ngc-tritonserver", framework="triton", cuda="11.6.0",
+                                                   fwd=[418, 440, 450, 460, 470])),
 ])
 def test_ngc(loaded: Loaded, ref: str, expect: dict[str, Any]) -> None:
     check(facts(loaded, ref), {"binaries": {}, **expect})
@@ -587,7 +596,20 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("vllm", "quantization:compressed-tensors", "0.5.3", "7.0"),
     ("vllm", "dtype:bfloat16", "0.10.0", "8.0"),
     ("vllm", "dtype:auto", "0.8.5.1", "8.0"),           # before the fp16 fallback
-    ("vllm", "attention:flash-attn", "0.7.0", "8.0"),
+    ("vllm", "engine", "0.33.0", "7.5"),
+    ("vllm", "quantization:fp8", "0.33.0", "7.5"),
+    ("vllm", "quantization:modelopt", "0.26.0", "8.9"),
+    ("vllm", "quantization:modelopt", "0.27.0", "8.0"),
+    ("vllm", "quantization:modelopt_fp4", "0.22.0", "7.5"),
+    ("vllm", "quantization:mxfp4", "0.30.0", "8.0"),
+    ("vllm", "quantization:gptq_marlin", "0.22.0", "6.0"),   # AutoGPTQConfig from 0.22.0
+    ("vllm", "quantization:awq_marlin", "0.33.0", "7.5"),
+    ("vllm", "quantization:bitsandbytes", "0.27.1", "7.0"),
+    ("vllm", "dtype:bfloat16", "0.33.0", "8.0"),
+    ("vllm", "attention:flash_attn", "0.13.0", "8.0"),       # --attention-backend FLASH_ATTN: refused
+    ("vllm", "attention:flash_attn", "0.33.0", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.11.0", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.14.1", "8.0"),
     ("sglang", "engine", "0.4.1", "7.5"),
     ("sglang", "engine", "0.5.1.2", "7.5"),
     ("sglang", "engine", "0.5.1.3", "8.0"),
@@ -599,6 +621,8 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("tensorrt-llm", "engine", "0.15.0", "7.5"),
     ("tensorrt-llm", "engine", "1.2.1", "7.5"),
     ("tensorrt-llm", "quantization:fp8", "0.18.2", "8.9"),
+    ("ngc-tensorflow", "engine", "22.06", "6.0"),
+    ("triton", "engine", "22.01", "6.0"),
     ("flash-attn", "attention:flash-attn", "2.7.4", "8.0"),
     ("flash-attn", "attention:flash-attn-3", "3.0.0", "9.0"),
 ])
@@ -611,6 +635,9 @@ def test_framework_floors(loaded: Loaded, framework: str, feature: str, version:
     ("vllm", "dtype:auto", "0.9.0"),                    # falls back to float16: no floor
     ("vllm", "kv-cache-dtype:fp8", "0.10.0"),           # storage, no FP8-compute floor
     ("vllm", "quantization:marlin", "0.10.2"),          # the format is gone
+    ("vllm", "attention-env:flash_attn", "0.10.2"),     # FLASH_ATTN by env: XFORMERS on Volta/Turing (fall-back)
+    ("vllm", "attention-env:flash_attn", "0.16.0"),     # the env var is no longer read
+    ("vllm", "kv-cache-dtype:fp8", "0.33.0"),
 ])
 def test_framework_no_floor(loaded: Loaded, framework: str, feature: str, version: str) -> None:
     row = loaded.kb.framework_floor(framework, feature, parse_version(version))
@@ -618,7 +645,9 @@ def test_framework_no_floor(loaded: Loaded, framework: str, feature: str, versio
 
 
 @pytest.mark.parametrize(("framework", "feature", "version"), [
-    ("vllm", "engine", "0.22.0"),                       # newer than the releases read
+    ("vllm", "engine", "0.34.0"),                       # newer than the releases read
+    ("vllm", "quantization:bitsandbytes", "0.28.0"),    # not a method of 0.28.0 and later
+    ("vllm", "attention-env:flash_attn", "0.15.1"),     # no sdist of 0.15.x: not read
     ("vllm", "quantization:fp8", "0.4.1"),              # fp8 did not exist yet
     ("sglang", "engine", "0.4.0"),                      # vLLM's kernels then
     ("triton", "engine", "24.12"),                      # notes not read
@@ -643,6 +672,36 @@ def test_framework_floor_of_an_unknown_version(loaded: Loaded, framework: str, f
                                                floor: str | None) -> None:
     row = loaded.kb.framework_floor(framework, feature, None)
     assert (str(row.min_cc) if row is not None and row.min_cc is not None else None) == floor
+
+
+@pytest.mark.parametrize(("framework", "feature", "version", "floor", "fallback", "below"), [
+    ("vllm", "quantization:fp8", "0.5.1", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("vllm", "quantization:fp8", "0.33.0", "7.5", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("vllm", "quantization:fp8", "0.5.0", "8.9", None, None),       # W8A8 only: no fall-back yet
+    ("vllm", "quantization:modelopt_fp4", "0.30.0", "7.5", "FP4 Marlin (weight-only W4A16)", "10.0"),
+    ("vllm", "attention-env:flash_attn", "0.6.3", None, "the XFORMERS attention backend", "8.0"),
+    ("vllm", "attention-env:flash_attn", "0.12.0", "8.0", None, None),  # refused from 0.12.0
+    ("tgi", "quantization:fp8", "3.3.7", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+])
+def test_framework_fallbacks(loaded: Loaded, framework: str, feature: str, version: str, floor: str | None,
+                             fallback: str | None, below: str | None) -> None:
+    row = loaded.kb.framework_floor(framework, feature, parse_version(version))
+    assert row is not None
+    assert (str(row.min_cc) if row.min_cc else None, row.fallback, str(row.full_cc) if row.full_cc else None) == \
+        (floor, fallback, below)
+
+
+def test_an_unknown_version_assumes_no_fallback(loaded: Loaded) -> None:
+    row = loaded.kb.framework_floor("vllm", "quantization:fp8", None)
+    assert row is not None and (str(row.min_cc), row.fallback, row.full_cc) == ("7.5", None, None)
+
+
+def test_a_fallback_must_be_above_the_floor() -> None:
+    row = {"framework": "x", "feature": "q", "from": "1.0", "minComputeCapability": "8.0", "source": "S",
+           "fallback": {"kernel": "k", "below": "8.0"}}
+    with pytest.raises(KnowledgeError, match=r"^framework-features x q: fallback.below 8.0 must be above "
+                                             r"minComputeCapability 8.0$"):
+        KnowledgeBase.from_tables({"framework-features": [row]})
 
 
 def test_framework_names_match_the_image_profiles(loaded: Loaded) -> None:
@@ -743,3 +802,43 @@ def test_mig_resource_form() -> None:
     assert mig_resource_profile("1g.10gb+me") == "1g.10gb.me"
     assert mig_resource_profile("1g.24gb+me.all") == "1g.24gb.me.all"
     assert mig_resource_profile("1g.24gb-me") == "1g.24gb-me"
+
+
+# ------------------------------------------------------------------------- the version an image's config states
+
+def _env(ref: str, **env: str) -> RegistryFacts:
+    return RegistryFacts(ref, "sha256:" + "b" * 64, "linux/amd64", env=tuple(env.items()))
+
+
+@pytest.mark.parametrize(("ref", "env", "cuda", "stated", "assumed"), [
+    # vLLM release images from 0.22.0 carry their public tag in VLLM_IMAGE_TAG: latest is read as that release
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0"}, "13.0.2",
+     "0.28.0, from its config's env VLLM_IMAGE_TAG", None),
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0-cu129"}, "12.9.1",
+     "0.28.0, from its config's env VLLM_IMAGE_TAG", None),
+    # a nightly says no version, another variant is not claimed: the tag's assumption stands
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:nightly-0123abcd"}, "13.0.2", None,
+     "a floating tag, assumed from v0.33.0, the newest vllm-openai release compatcheck knows, table dated "
+     + image_table_as_of()),
+    ("vllm/vllm-openai:latest", {"VLLM_IMAGE_TAG": "vllm/vllm-openai:v0.28.0-ubuntu2404"}, "13.0.2", None,
+     "a floating tag, assumed from v0.33.0, the newest vllm-openai release compatcheck knows, table dated "
+     + image_table_as_of()),
+    # NGC Triton states its month; a month newer than the table is still assumed, and said to be stated
+    ("nvcr.io/nvidia/tritonserver:26.11-py3", {"NVIDIA_TRITON_SERVER_VERSION": "26.11"}, "13.4.3",
+     "26.11, from its config's env NVIDIA_TRITON_SERVER_VERSION",
+     "assumed from v26.10, the newest ngc-tritonserver release compatcheck knows, table dated " + image_table_as_of()),
+    ("nvcr.io/nvidia/tritonserver:26.11-py3", {"NVIDIA_TRITON_SERVER_VERSION": "26.11dev"}, "13.4.3", None,
+     "assumed from v26.10, the newest ngc-tritonserver release compatcheck knows, table dated " + image_table_as_of()),
+])
+def test_the_version_a_family_states_in_its_config(loaded: Loaded, ref: str, env: dict[str, str], cuda: str,
+                                                   stated: str | None, assumed: str | None) -> None:
+    found = loaded.kb.with_stated_version(ref, loaded.kb.image_facts(ref), _env(ref, **env))
+    assert found is not None
+    assert (str(found.cuda), found.stated_version, found.assumed) == (cuda, stated, assumed)
+
+
+def test_a_version_source_regex_needs_a_version_group() -> None:
+    row = {"name": "x", "pattern": r"^x:(?P<version>[\d.]+)$", "source": "S",
+           "versionFrom": [{"env": "X_TAG", "match": r"x:v[\d.]+"}], "versions": [{"equals": "1.0", "source": "S"}]}
+    with pytest.raises(KnowledgeError, match=r"needs a \(\?P<version>\) group"):
+        KnowledgeBase.from_tables({"image-profiles": [row]})

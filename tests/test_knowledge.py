@@ -105,7 +105,7 @@ def test_image_table_never_guesses(loaded: Loaded, image: str, recognised: bool)
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:latest", "tensorflow/tensorflow:latest-gpu-jupyter",
-                                   "vllm/vllm-openai:v0.25.0"])
+                                   "vllm/vllm-openai:v0.35.0"])
 def test_floating_and_newer_tags_are_assumed_from_the_newest_release_and_say_so(loaded: Loaded, image: str) -> None:
     found = loaded.kb.image_facts(image)
     assert found is not None and found.cuda is not None and found.assumed is not None

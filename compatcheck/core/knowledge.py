@@ -89,6 +89,26 @@ class Release:
 
 
 @dataclass(frozen=True)
+class VersionSource:
+    """Where a family's images state their version in their config: an OCI label or an env variable, and, where the
+    value is more than the version (vLLM's VLLM_IMAGE_TAG is the whole public reference), a regex whose
+    (?P<version>) group (and optional (?P<variant>) group) reads it."""
+
+    kind: Literal["label", "env"]
+    name: str
+    match: re.Pattern[str] | None = None
+
+    def read(self, text: str) -> tuple[str, str | None] | None:
+        """(version text, variant or None) from the value, or None when the value does not say."""
+        if self.match is None:
+            return text.strip(), None
+        m = self.match.search(text)
+        if m is None or not m.groupdict().get("version"):
+            return None
+        return m.group("version"), m.groupdict().get("variant") or None
+
+
+@dataclass(frozen=True)
 class ImageProfile:
     """A family of images (``image-profiles`` row): how its references look, and what each release carries."""
 
@@ -107,7 +127,7 @@ class ImageProfile:
     as_of: str | None = None  # the asOf date of the table the row came from
     # Where an image's own config states the family's version (registry lookups): ("label", name) or ("env", name),
     # tried in order. Only what a source says the family's images set: a base image's inherited label would lie.
-    version_from: tuple[tuple[Literal["label", "env"], str], ...] = ()
+    version_from: tuple[VersionSource, ...] = ()
 
     def newest(self, variant: str | None) -> Release | None:
         """The release row of ``variant`` that reaches the newest version (None: the family lists no such row)."""
@@ -180,6 +200,10 @@ class FrameworkFloor:
     versions: VersionRange
     min_cc: Version | None  # None: no floor in this range
     source: str
+    # Below ``full_cc`` (and at or above ``min_cc``) the framework does not fail: it runs ``fallback`` instead (a
+    # slower kernel or backend, e.g. FP8 Marlin weight-only below 8.9, XFORMERS for FlashAttention below 8.0).
+    fallback: str | None = None
+    full_cc: Version | None = None
 
 
 @dataclass(frozen=True)
@@ -300,8 +324,14 @@ class KnowledgeBase:
         for row in tables.get("framework-features", []):
             where = f"framework-features {row['framework']} {row['feature']}"
             floor = row["minComputeCapability"]
+            fallback = row.get("fallback")
             ff = FrameworkFloor(row["framework"], row["feature"], VersionRange.of(row, where),
-                                _cc(floor) if floor is not None else None, row["source"])
+                                _cc(floor) if floor is not None else None, row["source"],
+                                fallback["kernel"] if fallback else None,
+                                _cc(fallback["below"]) if fallback else None)
+            if ff.min_cc is not None and ff.full_cc is not None and ff.full_cc <= ff.min_cc:
+                raise KnowledgeError(f"{where}: fallback.below {ff.full_cc} must be above minComputeCapability "
+                                     f"{ff.min_cc}")
             floors.setdefault((ff.framework, ff.feature, ff.versions), ff)
         kb.framework_floors = list(floors.values())
         for row in tables.get("forward-compat", []):
@@ -492,17 +522,18 @@ class KnowledgeBase:
         prof = next((p for p in self.images if p.name == table.profile), None)
         if prof is None or not prof.versions:
             return table
-        for kind, name in prof.version_from:
-            text = rf.label(name) if kind == "label" else rf.env_value(name)
-            if not text:
+        for src in prof.version_from:
+            text = rf.label(src.name) if src.kind == "label" else rf.env_value(src.name)
+            read = src.read(text) if text else None
+            if read is None:
                 continue
             try:
-                version = _tag_version(text.strip())
+                version = _tag_version(read[0])
             except VersionError:
                 continue
             m = prof.regex.search(image)
-            variant = (m.groupdict().get("variant") or None) if m is not None else None
-            stated = f"{version}, from its config's {kind} {name}"
+            variant = read[1] or ((m.groupdict().get("variant") or None) if m is not None else None)
+            stated = f"{version}, from its config's {src.kind} {src.name}"
             facts = self._release_facts(prof, image, version, variant, None)
             return replace(facts, origin=facts.origin.replace(f"image {image}", f"image {image} (version {stated})", 1),
                            stated_version=stated)
@@ -710,8 +741,15 @@ def _profile(row: JsonObject) -> ImageProfile:
                         else None, "requireCuda" in row,
                         _regex(row["floating"], where) if row.get("floating") else None,
                         _binary_specs(row.get("binaries", []), where), tuple(releases), row.get("asOf"),
-                        tuple(("label", str(f["label"])) if "label" in f else ("env", str(f["env"]))
-                              for f in row.get("versionFrom", [])))
+                        tuple(_version_source(f, where) for f in row.get("versionFrom", [])))
+
+
+def _version_source(f: JsonObject, where: str) -> VersionSource:
+    match = _regex(f["match"], f"{where} versionFrom") if f.get("match") else None
+    if match is not None and "version" not in match.groupindex:
+        raise KnowledgeError(f"{where}: versionFrom match {f['match']!r} needs a (?P<version>) group")
+    return VersionSource("label", str(f["label"]), match) if "label" in f \
+        else VersionSource("env", str(f["env"]), match)
 
 
 def _cc(text: Json) -> Version:

@@ -247,7 +247,31 @@ def _table_problems(data: dict[str, Any], schema: dict[str, Any], path: str) -> 
             if isinstance(ref, str) and ref not in sources and "://" not in ref:
                 found.append(Diagnostic(path, f"rows[{i}]: source {ref!r} is neither a key of sources nor a URL",
                                         pointer=pointer, kind="rules"))
+        found.extend(Diagnostic(path, f"rows[{i}]: {what} depends on the version but has no version range "
+                                      f"(equals, from or before): say which releases the source covers",
+                                pointer=pointer, kind="rules")
+                     for pointer, what in _unranged(data["table"], row, f"/rows/{i}"))
     return found
+
+
+_RANGE_KEYS = ("equals", "from", "before")
+# Tables whose every row is about some versions of a framework or wheel (an unranged row would claim every release,
+# past and future, although a source covers only those it was read at).
+_VERSIONED_TABLES = ("framework-features", "torch-wheels")
+
+
+def _unranged(table: str, row: Any, pointer: str) -> list[tuple[str, str]]:
+    """Where a version-dependent row (or release of an image family whose tags carry a version) lacks a version
+    range: (pointer, what) pairs."""
+    if not isinstance(row, dict):
+        return []
+    if table in _VERSIONED_TABLES:
+        return [] if any(k in row for k in _RANGE_KEYS) else [(pointer, "the row")]
+    if table in ("image-profiles", "image-patterns") and "(?P<version>" in str(row.get("pattern", "")):
+        return [(f"{pointer}/versions/{j}", f"release {j} of {row.get('name')!r}")
+                for j, rel in enumerate(row.get("versions") or [])
+                if isinstance(rel, dict) and not any(k in rel for k in _RANGE_KEYS)]
+    return []
 
 
 def _sources_in(value: Any, pointer: str) -> list[tuple[str, Any]]:

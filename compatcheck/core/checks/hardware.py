@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compatcheck.core.checks import register
 from compatcheck.core.checks.base import (
@@ -25,7 +25,7 @@ from compatcheck.core.checks.base import (
 )
 from compatcheck.core.cluster import NodeFacts
 from compatcheck.core.jsonutil import JsonObject
-from compatcheck.core.knowledge import Architecture, VersionRange
+from compatcheck.core.knowledge import Architecture, FrameworkFloor, VersionRange
 from compatcheck.core.model import Applicability, Fix, PatchOp
 from compatcheck.core.versions import Version, parse_compute_capability, parse_version, try_parse_version
 from compatcheck.core.workloads import ContainerTarget
@@ -183,6 +183,9 @@ class DtypeParams:
     # framework id -> a regex on the container's command line that runs it, for images the profiles do not know
     # (vllm installed with pip into a PyTorch image): its floors then hold as for an unknown version.
     command_frameworks: tuple[tuple[str, re.Pattern[str]], ...]
+    # False: the floors (below them the framework fails); True: the fall-backs (between a floor and the compute
+    # capability its full kernel needs, the framework runs a slower kernel instead of failing).
+    fallbacks: bool = False
 
 
 def _prepare_dtype(raw: RawParams) -> DtypeParams:
@@ -191,6 +194,10 @@ def _prepare_dtype(raw: RawParams) -> DtypeParams:
                                           src.get("frameworkFeature"))
                              for src in raw["sources"]),
                        tuple((fw, re.compile(rx)) for fw, rx in raw.get("commandFrameworks", {}).items()))
+
+
+def _prepare_fallback(raw: RawParams) -> DtypeParams:
+    return replace(_prepare_dtype(raw), fallbacks=True)
 
 
 def _framework_of(a: PodAnalysis, c: ContainerTarget, params: DtypeParams) -> tuple[str, Version | None] | None:
@@ -257,6 +264,9 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
             why = r.feature
             floor = (kb.framework_floor(framework[0], r.framework_key, framework[1])
                      if r.framework_key and framework is not None else None)
+            if params.fallbacks:
+                yield from _fallback(a, c, r, floor, scope, framework)
+                continue
             if floor is not None:  # the framework's own floor, for its version, wins over the hardware one
                 if floor.min_cc is None:
                     continue  # no floor in this version (e.g. an FP8 KV cache: storage, not FP8 compute)
@@ -274,6 +284,21 @@ def _dtype(a: PodAnalysis, ctx: EvalContext, params: DtypeParams) -> Iterator[Vi
             fix = _replace_value_fix(c, r.pointer, r.what, r.replacement) if r.replacement is not None else None
             yield Violation(f"{r.what} needs compute capability >= {need} ({why}); eligible GPUs: {_gpus(bad)}",
                             r.pointer, c.name, fix)
+
+
+def _fallback(a: PodAnalysis, c: ContainerTarget, r: _Requested, floor: FrameworkFloor | None,
+              scope: list[NodeFacts], framework: tuple[str, Version | None] | None) -> Iterator[Violation]:
+    """The GPUs on which the framework version runs ``r`` with a fall-back kernel: at or above its floor (none:
+    any) and below the compute capability its full kernel needs. Only for a version the table has a row for: with
+    the version unknown the table's rows disagree, and a fall-back is never assumed."""
+    if floor is None or floor.fallback is None or floor.full_cc is None or framework is None or framework[1] is None:
+        return
+    full, low = floor.full_cc, floor.min_cc
+    slow = [f for f in scope if f.compute_capability is not None and f.compute_capability < full
+            and (low is None or f.compute_capability >= low)]
+    if slow:
+        yield Violation(f"{r.what}: {floor.framework} {framework[1]} runs {floor.fallback} instead below compute "
+                        f"capability {full} (slower{_assumed(a, c)}); eligible GPUs: {_gpus(slow)}", r.pointer, c.name)
 
 
 def _assumed(a: PodAnalysis, c: ContainerTarget) -> str:
@@ -320,6 +345,24 @@ register(PodCheck(
                            "description": "Framework id (as in the framework-features table) -> regex on the "
                                           "command line that runs it, for images no profile knows."}}},
     prepare=_prepare_dtype,
+    evaluate=_dtype,
+))
+
+
+register(PodCheck(
+    name="kernel-fallback",
+    description="Finds quantization formats and kernel backends requested through serving flags or env vars that "
+                "the framework version runs with a slower fall-back kernel on the GPUs the pod can land on "
+                "(framework-features rows with a 'fallback').",
+    params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
+                   "properties": {"sources": {
+                       "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
+                       "description": "Where containers name data types: flags or env vars, and their values."},
+                       "commandFrameworks": {
+                           "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
+                           "description": "Framework id (as in the framework-features table) -> regex on the "
+                                          "command line that runs it, for images no profile knows."}}},
+    prepare=_prepare_fallback,
     evaluate=_dtype,
 ))
 

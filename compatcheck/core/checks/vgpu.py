@@ -158,12 +158,14 @@ class EnvRequiredParams:
     value: str
     what: str
     why: str
+    forbidden: frozenset[str] | None = None  # only these values are wrong (unset or another value passes)
 
 
 def _prepare_env_required(raw: RawParams) -> EnvRequiredParams:
     return EnvRequiredParams(raw["when"], re.compile(raw["imagePattern"]),
                              re.compile(raw["commandPattern"]) if raw.get("commandPattern") else None,
-                             raw["env"], raw["value"], raw["what"], raw["why"])
+                             raw["env"], raw["value"], raw["what"], raw["why"],
+                             frozenset(raw["forbidden"]) if "forbidden" in raw else None)
 
 
 def _env_required(a: PodAnalysis, ctx: EvalContext, params: EnvRequiredParams) -> Iterator[Violation]:
@@ -176,12 +178,14 @@ def _env_required(a: PodAnalysis, ctx: EvalContext, params: EnvRequiredParams) -
                                                    params.command.search(" ".join(command_line(c)))):
             continue
         found = env_value(c, name)
-        if found is not None and isinstance(found[1], str) and found[1].strip() == value:
+        have = found[1].strip() if found is not None and isinstance(found[1], str) else None
+        if have == value or (params.forbidden is not None and have not in params.forbidden):
             continue
         current = "not set" if found is None else f"{found[1]!r}"
         ptr = f"{c.pointer}/env/{found[0]}/value" if found else (f"{c.pointer}/env" if "env" in c.data
                                                                  else c.pointer)
-        yield Violation(f"{params.what} on {_LABEL[params.when]} vGPU needs {name}={value} ({name} is {current}); "
+        need = f"needs {name}={value}" if params.forbidden is None else f"must not run with {name}={have}"
+        yield Violation(f"{params.what} on {_LABEL[params.when]} vGPU {need} ({name} is {current}); "
                         f"{params.why}", ptr, c.name,
                         Fix(f"set {name}={value}", Applicability.SAFE, add_env_ops(c, name, value)))
 
@@ -199,6 +203,9 @@ register(PodCheck(
                                           "description": "regex on command + args that also selects containers."},
                        "env": {"type": "string", "description": "The env var required."},
                        "value": {"type": "string", "description": "Its required value (the fix sets it)."},
+                       "forbidden": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                                     "description": "Only these values are wrong: an unset variable or another "
+                                                    "value passes (the fix still sets 'value')."},
                        "what": {"type": "string", "description": "What the containers run, in the message."},
                        "why": {"type": "string", "description": "Why the value is needed, in the message."}}},
     prepare=_prepare_env_required,
