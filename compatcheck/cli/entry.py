@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from compatcheck import __version__
 from compatcheck.io.setup import EXIT_ERROR, EXIT_OK, CommandError
@@ -27,7 +27,12 @@ Handler = Callable[["argparse.Namespace"], int]
 VERSION = f"compatcheck {__version__}"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Given ``command`` (the first argument of this run), only that command's
+    arguments are defined: the other commands are still listed, with their help lines (argparse's usage, its
+    "invalid choice" message and ``--help`` need them), but their parsers stay empty, as argparse never reaches
+    them once the first argument names another command. Defining every command's options cost a one-file lint
+    a tenth of its start-up."""
     from compatcheck.cli import audit, images, lint, rules, versions
     from compatcheck.cli import webhook as webhook_commands
     from compatcheck.cli.common import Parser
@@ -39,9 +44,38 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=VERSION)
     sub = p.add_subparsers(dest="command", required=True)
+    only = _OnlyCommand(sub, command) if command is not None else None
     for module in (lint, audit, webhook_commands, versions, rules, images):
-        module.register(sub)
+        module.register(sub if only is None else cast("argparse._SubParsersAction[argparse.ArgumentParser]", only))
+    if only is not None and not only.found:  # not a command name (a typo, an option): argparse's own answer
+        return parser()
     return p
+
+
+class _Unreached:
+    """Stands in for the parser of a command this run does not take, and for whatever defining its arguments
+    returns (argument groups, nested subcommands): every call is accepted and does nothing."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Unreached]:
+        return self._accept
+
+    def _accept(self, *args: object, **kwargs: object) -> _Unreached:
+        return self
+
+
+class _OnlyCommand:
+    """The subcommands' ``add_parser`` for a run whose first argument is ``command``: every command is added, with
+    its help, but only ``command``'s parser is handed back to be filled."""
+
+    def __init__(self, sub: argparse._SubParsersAction[Any], command: str) -> None:
+        self.sub, self.command, self.found = sub, command, False
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser | _Unreached:
+        added: argparse.ArgumentParser = self.sub.add_parser(name, **kwargs)
+        if self.command == name or self.command in kwargs.get("aliases", ()):
+            self.found = True
+            return added
+        return _Unreached()
 
 
 def _handler(args: argparse.Namespace) -> Handler:
@@ -60,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     from compatcheck.cli.common import err, print_diagnostics
 
-    args = parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = parser(given[0] if given and not given[0].startswith("-") else None).parse_args(argv)
     try:
         return _handler(args)(args)
     except CommandError as exc:
