@@ -6,6 +6,7 @@ Building the parser imports this module, so it imports nothing of the engine at 
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -47,6 +48,16 @@ class Parser(argparse.ArgumentParser):
         if m:
             message += did_you_mean(m.group("word"), re.findall(r"'([^']*)'", m.group("choices")))
         super().error(message)
+
+
+def started() -> None:
+    """Said by a command once it has loaded what it runs on (config, rules, tables), before it reads its input: when
+    ``main`` put the garbage collector off for the start-up (``entry._process_start``), the objects made so far,
+    which live until the process exits, are left out of every later collection (``gc.freeze``), and collecting
+    resumes."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def suggestion(word: str, known: Iterable[Any]) -> str:
