@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 WEBHOOK_EXTRA_MODULES = {"aiohttp", "kubernetes", "cryptography", "prometheus_client", "jsonpatch"}
 Handler = Callable[["argparse.Namespace"], int]
 VERSION = f"compatcheck {__version__}"
+# Commands that say when they have loaded what they run on (``common.started``): their process makes the objects
+# of its modules, rules and tables with the garbage collector off. Those objects live until the process exits, and
+# collecting among them while they were made cost a one-file lint a tenth of its instructions.
+STARTED_COMMANDS = ("lint", "fix")
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -96,9 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     from compatcheck.cli.common import err, print_diagnostics
 
     if argv is None:  # this process's command line (the console script, python -m), not a caller's list
-        _process_start()
+        from compatcheck.io import classcache
+
+        classcache.install()  # before the command imports the engine: its classes' methods come compiled
     given = sys.argv[1:] if argv is None else argv
     args = parser(given[0] if given and not given[0].startswith("-") else None).parse_args(argv)
+    if argv is None and args.command in STARTED_COMMANDS:
+        gc.disable()  # until the command has loaded what it runs on (common.started)
     try:
         return _handler(args)(args)
     except CommandError as exc:
@@ -119,17 +127,6 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
         raise
     finally:
-        if argv is None and not gc.isenabled():  # a command that never said it had started (common.started)
+        if argv is None and not gc.isenabled():  # a command that stopped before it said it had started
             gc.enable()
 
-
-def _process_start() -> None:
-    """What only a process that runs one command does, before the command imports the engine: the classes'
-    methods come compiled from the table of ``io.classcache``, and the garbage collector waits until the command
-    has loaded what it runs on (``common.started``): the objects of the modules, rules and tables live until the
-    process exits, and collecting among them while they were made cost a one-file lint a tenth of its
-    instructions."""
-    from compatcheck.io import classcache
-
-    classcache.install()
-    gc.disable()
