@@ -74,12 +74,22 @@ def _exec(source: Any, globals: Any = None, locals: Any = None, /, **kwargs: Any
     if type(source) is str:
         code = _table.get(source)
         if code is None:
-            # What exec(source) compiles: this module's frame inherits no __future__ flag, nor did dataclasses'.
-            code = compile(source, "<string>", "exec", dont_inherit=True)
+            # What exec(source) compiles in the caller's frame: with its __future__ flags (dataclasses has none).
+            flags = sys._getframe(1).f_code.co_flags & _future_flags()
+            code = compile(source, "<string>", "exec", flags, dont_inherit=True)
             _missed = True
         _used[source] = code
         source = code
     builtins.exec(source, globals, locals, **kwargs)
+
+
+def _future_flags() -> int:
+    import __future__
+
+    out = 0
+    for name in __future__.all_feature_names:
+        out |= getattr(__future__, name).compiler_flag
+    return out
 
 
 def install() -> None:
