@@ -401,3 +401,60 @@ def test_a_table_hit_is_the_code_compile_makes(tmp_path: Path, monkeypatch: pyte
     assert classcache._missed is False and ns["__create_fn__"](1)(None, 2) == (2, 1)  # type: ignore[operator]
     classcache._exec(source + "\n", {}, ns)  # another text: compiled
     assert classcache._missed is True and set(classcache._used) == {source, source + "\n"}
+
+
+@pytest.mark.parametrize("pattern, flags, needle", [
+    (r"^nvcr\.io/nvidia/tritonserver:(?P<version>\d\d\.\d\d)-py3", 0, "nvcr.io/nvidia/tritonserver:"),
+    (r"^(?:(?:docker\.io/)?nvidia|nvcr\.io/nvidia)/cuda:(?P<cuda>\d+)", 0, "/cuda:"),  # the alternation is inside
+    (r"^(NVIDIA-)?H800(-PCIe|-NVL)?$", re.IGNORECASE, "H800"),
+    (r"ab?cde", 0, "cde"),  # b may be absent
+    (r"abc*de", 0, "ab"),  # (the first of two runs as long)
+    (r"abc{0,2}dex", 0, "dex"),  # the quantifier's digits are no literal
+    (r"abc+de", 0, "abc"),  # c at least once, maybe more: the run ends there
+    (r"ab\.c\d\d", 0, "ab.c"),
+    (r"ab[x)]cd(?=e|f)gh", 0, "ab"),  # a class and a look-ahead end runs
+    (r"abc|def", 0, None),  # a top-level alternation: neither is required
+    (r"(?i)abcd", 0, None),
+    (r"x\x41yz", 0, None),  # an escape it does not read
+    (r"ab\1cd", 0, None),
+    (r"ab{cd", 0, None),  # a literal brace
+    (r"a b c d", re.VERBOSE, None),
+    (r"a.b", 0, None),  # no run of two
+    (r"(ab", 0, None),
+])
+def test_required_literal(pattern: str, flags: int, needle: str | None) -> None:
+    from compatcheck.core.knowledge import required_literal
+
+    assert required_literal(pattern, flags) == needle
+
+
+def test_lazy_patterns_match_exactly_as_compiled_ones(loaded_tables: dict[str, list[dict[str, object]]]) -> None:
+    """Every built-in pattern, searched lazily (its required literal first) and compiled, over image references and
+    product labels that match some of them and not others: the same matches, and never a needle a match lacks."""
+    patterns = [(str(r[k]), 0) for r in loaded_tables["image-profiles"] for k in ("pattern", "floating") if k in r]
+    patterns += [(str(r["match"]), re.IGNORECASE) for t in ("gpu-products", "mig-profiles") for r in loaded_tables[t]]
+    images = sorted({m.group(1) for d in ("examples", "fixtures") for p in (ROOT / d).rglob("*.yaml")
+                     for m in re.finditer(r"image:\s*['\"]?([^\s'\"]+)", p.read_text("utf-8"))})
+    products = [str(r["product"]).replace(" ", "-") for r in loaded_tables["gpu-products"]]
+    texts = [*images, *products, *(f"NVIDIA-{p}-SXM4-80GB" for p in products), *(p.lower() for p in products),
+             *(p.upper() for p in images), "nvidia-a100-sxm4-40gb", "NVIDIA-H100-80GB-HBM3", "Tesla-K80", "",
+             "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "\u017f", "A\u212a100"]
+    from compatcheck.core.knowledge import required_literal
+
+    needles = 0
+    for pattern, flags in patterns:
+        compiled = re.compile(pattern, flags)
+        needle = required_literal(pattern, flags)
+        needles += needle is not None
+        for text in texts:
+            lazy = TablePattern(pattern, flags, lazy=True).search(text)
+            want = compiled.search(text)
+            assert (lazy and (lazy.span(), lazy.groupdict())) == (want and (want.span(), want.groupdict()))
+            if want and needle:
+                assert needle.lower() in text.lower() if flags else needle in text
+    assert needles >= 60  # most patterns have one (the others compile on their first search)
+
+
+@pytest.fixture(scope="module")
+def loaded_tables() -> dict[str, list[dict[str, object]]]:
+    return loader.load_rules().tables

@@ -39,11 +39,14 @@ class TablePattern:
     suite checks). A lint without ``--nodes`` searches none of the 62 GPU-product and MIG patterns, and compiling
     all 92 patterns was a twentieth of a one-file lint's start-up. Equal when the text and flags are."""
 
-    __slots__ = ("_compiled", "flags", "pattern")
+    __slots__ = ("_compiled", "_needle", "flags", "pattern")
 
     def __init__(self, pattern: str, flags: int = 0, *, lazy: bool = False) -> None:
         self.pattern, self.flags = pattern, flags
         self._compiled: re.Pattern[str] | None = None if lazy else re.compile(pattern, flags)
+        # Until it is compiled, a text without the pattern's required literal is no match: an image reference that
+        # matches no profile, or a product label, does not compile every pattern before the one it matches.
+        self._needle = required_literal(pattern, flags) if lazy else None
 
     def compiled(self) -> re.Pattern[str]:
         if self._compiled is None:
@@ -51,6 +54,12 @@ class TablePattern:
         return self._compiled
 
     def search(self, text: str) -> re.Match[str] | None:
+        if self._compiled is None and self._needle is not None:
+            if self.flags & re.IGNORECASE:
+                if text.isascii() and self._needle.lower() not in text.lower():
+                    return None  # (an ASCII needle in ASCII text: case-insensitive matching is ASCII's)
+            elif self._needle not in text:
+                return None
         return (self._compiled or self.compiled()).search(text)
 
     @property
@@ -755,6 +764,104 @@ def _profile(row: JsonObject, trusted: bool = False) -> ImageProfile:
                         _binary_specs(row.get("binaries", []), where), tuple(releases), row.get("asOf"),
                         tuple(("label", str(f["label"])) if "label" in f else ("env", str(f["env"]))
                               for f in row.get("versionFrom", [])))
+
+
+_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/:-_@=,;<>!%&~'\"`")
+_ESCAPED_LITERAL = frozenset(".-/:@_+*?()[]{}|^$\\")  # \. and the like: the character itself
+_CLASS_ESCAPE = frozenset("dwsDWSbBAZ")  # one character (or none) of a class, or an anchor: ends a run
+
+
+def required_literal(pattern: str, flags: int = 0) -> str | None:
+    """The longest run of plain characters (at least two, all ASCII) that every match of ``pattern`` contains, or
+    None when it cannot say. Only what is certain counts: characters at the top level (outside groups and
+    classes), not followed by a quantifier that allows zero of them (``?``, ``*``, ``{``), in a pattern without a
+    top-level alternation, inline flags or verbose mode. Anything it does not recognise gives None."""
+    if flags & re.VERBOSE:
+        return None
+    best, run, depth, i, n = "", "", 0, 0, len(pattern)
+
+    def end() -> None:
+        nonlocal best, run
+        if len(run) > len(best):
+            best = run
+        run = ""
+
+    while i < n:
+        c = pattern[i]
+        if c == "[":  # a class, at any depth: skipped whole
+            end()
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            if j >= n:
+                return None
+            i = j + 1
+            continue
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            escaped = pattern[i + 1]
+            if depth:
+                i += 2
+                continue
+            if escaped in _CLASS_ESCAPE:
+                end()
+                i += 2
+                continue
+            if escaped not in _ESCAPED_LITERAL:
+                return None  # a back reference, \x41, \N{...}, \u...: not read here
+            literal, i = escaped, i + 2
+        elif c == "(":
+            if i + 2 < n and pattern[i + 1] == "?" and pattern[i + 2] in "aiLmsux-":
+                return None  # inline flags
+            end()
+            depth += 1
+            i += 1
+            continue
+        elif c == ")":
+            end()
+            depth -= 1
+            if depth < 0:
+                return None
+            i += 1
+            continue
+        elif c == "|":
+            if not depth:
+                return None
+            i += 1
+            continue
+        elif depth:
+            i += 1
+            continue
+        elif c == "{":  # a quantifier of what came before (already left out of the run)
+            end()
+            j = i + 1
+            while j < n and (pattern[j].isdigit() or pattern[j] == ","):
+                j += 1
+            if j >= n or pattern[j] != "}":
+                return None  # a literal brace: not read here
+            i = j + 1
+            continue
+        elif c in _LITERAL:
+            literal, i = c, i + 1
+        else:  # . ^ $ * + ? and anything else
+            end()
+            i += 1
+            continue
+        following = pattern[i] if i < n else ""
+        if following in ("?", "*", "{"):  # zero of it may match: not required
+            end()
+        elif following == "+":  # one at least, then maybe more: required, and the run ends with it
+            run += literal
+            end()
+        else:
+            run += literal
+    end()
+    return best if depth == 0 and len(best) >= 2 else None
 
 
 def _never(_row: JsonObject) -> bool:
