@@ -52,8 +52,11 @@ LINT_MODULES = frozenset({
     "compatcheck.report", "compatcheck.report.model", "compatcheck.report.text",
 })
 # Nor these, which no module above needs at start-up: hashlib loads OpenSSL's bindings (the rule cache's key uses
-# CPython's own BLAKE2), and the others are what a registry client, a cache of images or logging bring.
-LINT_HEAVY = (*HEAVY, "hashlib", "_hashlib", "tempfile", "random", "logging", "email", "uuid", "platform")
+# CPython's own BLAKE2); shutil (with bz2 and lzma) is what argparse imports to ask the terminal its width while
+# arguments are defined (cli.common.Parser); the others are what a registry client, a cache of images or logging
+# bring.
+LINT_HEAVY = (*HEAVY, "hashlib", "_hashlib", "tempfile", "random", "logging", "email", "uuid", "platform", "shutil",
+              "bz2", "lzma")
 # ``--version`` answers before the parser is built: not even argparse, nor any of the engine.
 VERSION_HEAVY = (*HEAVY, "argparse", "dataclasses", "json", "ruamel", "compatcheck.core.model",
                  "compatcheck.core.knowledge", "compatcheck.core.checks", "compatcheck.io.loader",
@@ -122,9 +125,9 @@ def test_other_one_file_lints_import_only_what_they_add(tmp_path: Path, args: li
     assert code == 1 and out.strip()
     added = {"compatcheck.report.json_report"} if args[0] == "--format" else {"compatcheck.schemas"}
     assert sorted(m for m in modules if m.split(".")[0] == "compatcheck" and m not in LINT_MODULES | added) == []
-    # A ClusterProfile is checked against its packaged schema (jsonschema; importlib.resources brings tempfile and
-    # random), and the placement memo is keyed with orjson (which brings uuid and platform).
-    nodes_adds = ("orjson", "jsonschema", "uuid", "platform", "tempfile", "random")
+    # A ClusterProfile is checked against its packaged schema (jsonschema; importlib.resources brings tempfile,
+    # with random and shutil), and the placement memo is keyed with orjson (which brings uuid and platform).
+    nodes_adds = ("orjson", "jsonschema", "uuid", "platform", "tempfile", "random", "shutil", "bz2", "lzma")
     heavy = LINT_HEAVY if args[0] == "--format" else tuple(n for n in LINT_HEAVY if n not in nodes_adds)
     assert _imported(modules, heavy) == []
 
@@ -458,3 +461,16 @@ def test_lazy_patterns_match_exactly_as_compiled_ones(loaded_tables: dict[str, l
 @pytest.fixture(scope="module")
 def loaded_tables() -> dict[str, list[dict[str, object]]]:
     return loader.load_rules().tables
+
+
+def test_defining_an_argument_still_checks_its_metavar() -> None:
+    """The parser defines arguments with a formatter of a fixed width (no terminal query); argparse's check of a
+    metavar against nargs, which that formatter runs, still refuses a mismatch."""
+    from compatcheck.cli.common import Parser
+
+    p = Parser(prog="x")
+    with pytest.raises(ValueError, match="length of metavar tuple does not match nargs"):
+        p.add_argument("--pair", nargs=2, metavar=("A", "B", "C"))
+    p.add_argument("--pair", nargs=2, metavar=("A", "B"))
+    assert p.parse_args(["--pair", "1", "2"]).pair == ["1", "2"]
+    assert "--pair A B" in p.format_usage()

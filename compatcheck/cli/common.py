@@ -43,6 +43,26 @@ class Parser(argparse.ArgumentParser):
             owner.error(f"unrecognized arguments: {' '.join(shown)}")
         return ns
 
+    # Defining an argument checks its metavar by formatting it, and argparse's formatter asks the terminal for its
+    # width each time (the first time importing shutil, with bz2 and lzma: ~3 ms of a lint's start-up). The width
+    # plays no part in that check, so it is fixed while an argument is defined; usage, help and error messages
+    # are formatted as argparse formats them.
+    _defining = False
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        self._defining = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._defining = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if self._defining:
+            formatter_class: Any = self.formatter_class  # (every argparse formatter takes a width)
+            formatter: argparse.HelpFormatter = formatter_class(prog=self.prog, width=80)
+            return formatter
+        return super()._get_formatter()
+
     def error(self, message: str) -> NoReturn:
         m = _INVALID_CHOICE.search(message)
         if m:

@@ -48,7 +48,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog="exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage/config/rule/input errors",
     )
     p.add_argument("--version", action="version", version=VERSION)
-    sub = p.add_subparsers(dest="command", required=True)
+    # prog: what argparse would make of a parser with no positional argument before the commands (its prog), given
+    # here so that it does not build a formatter for it (the terminal's width, shutil: see common.Parser)
+    sub = p.add_subparsers(dest="command", required=True, prog=p.prog)
     only = _OnlyCommand(sub, command) if command is not None else None
     for module in (lint, audit, webhook_commands, versions, rules, images):
         module.register(sub if only is None else cast("argparse._SubParsersAction[argparse.ArgumentParser]", only))
