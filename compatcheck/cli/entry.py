@@ -131,4 +131,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if argv is None and not gc.isenabled():  # a command that stopped before it said it had started
             gc.enable()
-
