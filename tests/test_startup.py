@@ -395,11 +395,12 @@ def test_a_table_hit_is_the_code_compile_makes(tmp_path: Path, monkeypatch: pyte
     table = tmp_path / "t.bin"
     from importlib.util import MAGIC_NUMBER
 
-    table.write_bytes(MAGIC_NUMBER + marshal.dumps({source: compile(source, "<string>", "exec", dont_inherit=True)}))
+    code = compile(source, "<string>", "exec", dont_inherit=True)
+    table.write_bytes(MAGIC_NUMBER + marshal.dumps({source: marshal.dumps(code)}))
     loaded = classcache._load(str(table))
     # Code objects compare by what they hold (this module's own __future__ flag left out, as dataclasses has none).
-    assert loaded == {source: compile(source, "<string>", "exec", dont_inherit=True)}
-    assert loaded != {source: compile(source, "<string>", "exec")}
+    assert classcache._code(loaded[source]) == code != compile(source, "<string>", "exec")
+    assert classcache._code(b"\x00") is None and classcache._code(marshal.dumps(1)) is None
     monkeypatch.setattr(classcache, "_table", loaded)
     monkeypatch.setattr(classcache, "_used", {})
     monkeypatch.setattr(classcache, "_missed", False)

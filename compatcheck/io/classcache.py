@@ -14,7 +14,9 @@ trusted here that is not trusted already. Its name carries the interpreter's cac
 and its content starts with the byte-code magic number: a file of another interpreter, a damaged file or
 anything else that does not read back as such a table is not used. Nothing is written when writing byte code is
 off (``PYTHONDONTWRITEBYTECODE``), or where the directory is not writable (the table is then not used after the
-run, and every start compiles as before). ``COMPATCHECK_CLASS_CACHE=0`` turns it off.
+run, and every start compiles as before). ``COMPATCHECK_CLASS_CACHE=0`` turns it off. Each entry stays
+marshalled until a class needs it: the table holds the classes of every command run from this install, and a
+lint unmarshals only its own.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 MAX_ENTRIES = 4000  # texts kept: the package's classes several times over (a checkout's edits add new texts)
 _ENV = "COMPATCHECK_CLASS_CACHE"
 
-_table: dict[str, CodeType] = {}
+_table: dict[str, bytes] = {}  # source text -> its code object, marshalled (unmarshalled when used)
 _used: dict[str, CodeType] = {}
 _path: str | None = None
 _missed = False
@@ -49,7 +51,7 @@ def table_path() -> str | None:
     return os.path.join(os.path.dirname(beside), f"dataclass-methods.{tag}{level}.bin")
 
 
-def _load(path: str) -> dict[str, CodeType]:
+def _load(path: str) -> dict[str, bytes]:
     from importlib.util import MAGIC_NUMBER
 
     try:
@@ -63,16 +65,27 @@ def _load(path: str) -> dict[str, CodeType]:
         table = marshal.loads(data[len(MAGIC_NUMBER):])
     except (ValueError, EOFError, TypeError):
         return {}
-    if not isinstance(table, dict) or not all(type(k) is str and type(v) is CodeType for k, v in table.items()):
+    if not isinstance(table, dict) or not all(type(k) is str and type(v) is bytes for k, v in table.items()):
         return {}
     return table
+
+
+def _code(blob: bytes | None) -> CodeType | None:
+    """A table entry's code object; None for one that does not unmarshal to code."""
+    if blob is None:
+        return None
+    try:
+        code = marshal.loads(blob)
+    except (ValueError, EOFError, TypeError):
+        return None
+    return code if type(code) is CodeType else None
 
 
 def _exec(source: Any, globals: Any = None, locals: Any = None, /, **kwargs: Any) -> None:
     """``exec`` for the ``dataclasses`` module: a source text runs as the code compiled from it."""
     global _missed
     if type(source) is str:
-        code = _table.get(source)
+        code = _code(_table.get(source))
         if code is None:
             # What exec(source) compiles in the caller's frame: with its __future__ flags (dataclasses has none).
             flags = sys._getframe(1).f_code.co_flags & _future_flags()
@@ -118,7 +131,8 @@ def save() -> None:
     from importlib.util import MAGIC_NUMBER
 
     _missed = False
-    table = {**_table, **_used} if len(_table) + len(_used) <= MAX_ENTRIES else dict(_used)
+    used = {source: marshal.dumps(code) for source, code in _used.items()}
+    table = {**_table, **used} if len(_table) + len(used) <= MAX_ENTRIES else used
     tmp = f"{_path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(_path), exist_ok=True)
