@@ -49,6 +49,7 @@ LINT_MODULES = frozenset({
     "compatcheck.core.versions", "compatcheck.core.workloads", "compatcheck.io", "compatcheck.io.cachedir",
     "compatcheck.io.classcache", "compatcheck.io.config", "compatcheck.io.lint", "compatcheck.io.loader",
     "compatcheck.io.manifests", "compatcheck.io.repo", "compatcheck.io.rulecache", "compatcheck.io.setup",
+    "compatcheck.io.validcache",
     "compatcheck.report", "compatcheck.report.model", "compatcheck.report.text",
 })
 # Nor these, which no module above needs at start-up: hashlib loads OpenSSL's bindings (the rule cache's key uses
@@ -479,3 +480,59 @@ def test_defining_an_argument_still_checks_its_metavar() -> None:
     p.add_argument("--pair", nargs=2, metavar=("A", "B"))
     assert p.parse_args(["--pair", "1", "2"]).pair == ["1", "2"]
     assert "--pair A B" in p.format_usage()
+
+
+# ------------------------------------------------------------------------------ schema checks that passed
+
+def test_a_lint_with_a_config_file_checks_it_once(tmp_path: Path) -> None:
+    """A pre-commit hook reads the same config on every commit: the second lint does not import jsonschema (nor
+    importlib.resources for the schema) to check it again; an edited config is checked again, and its problem
+    reported as before."""
+    config = tmp_path / ".compatcheck.yaml"
+    config.write_text("apiVersion: compatcheck/v1\nfailOn: error\n", encoding="utf-8")
+    code, _out, modules = _modules_after(["lint", str(EXAMPLE)], tmp_path)
+    assert code == 1 and "jsonschema" in modules
+    code, _out, modules = _modules_after(["lint", str(EXAMPLE)], tmp_path)
+    assert code == 1 and _imported(modules, ("jsonschema", "importlib.resources", "compatcheck.schemas")) == []
+    assert sorted(m for m in modules if m.split(".")[0] == "compatcheck" and m not in LINT_MODULES) == []
+    config.write_text("apiVersion: compatcheck/v1\nfailOn: eror\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "compatcheck", "lint", str(EXAMPLE)], capture_output=True, text=True,
+                          env=_env(tmp_path), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"{config}:2: error: /failOn: 'eror' is not one of ['error', 'warning', 'info'] "
+                           "(did you mean 'error'?)\n")
+
+
+def test_valid_documents_are_remembered_and_only_they(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compatcheck.io import validcache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    checked: list[object] = []
+    from compatcheck.core.rules import schema_problems as real
+
+    def counting(doc: object, *args: object, **kwargs: object) -> object:
+        checked.append(doc)
+        return real(doc, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(validcache, "schema_problems", counting)
+    good = {"apiVersion": "compatcheck/v1", "failOn": "warning", "exclude": ["a/**"]}
+    assert validcache.problems(good, "config.schema.json", "c.yaml", "config") == []
+    assert validcache.problems(dict(reversed(list(good.items()))), "config.schema.json", "c.yaml", "config") == []
+    assert len(checked) == 1  # the same document (keys in another order): not checked again
+    assert validcache.problems(good, "clusterprofile.schema.json", "c.yaml", "nodes") != []  # another schema
+    bad = {"apiVersion": "compatcheck/v1", "failOn": "eror"}
+    for _ in range(2):  # a document with a problem is checked every time
+        assert [p.message for p in validcache.problems(bad, "config.schema.json", "c.yaml", "config")] == [
+            "/failOn: 'eror' is not one of ['error', 'warning', 'info'] (did you mean 'error'?)"]
+    assert len(checked) == 4
+    odd_docs: list[dict[object, object]] = [{**good, "x": float("nan")}, {**good, 1: "a"}, {**good, "x": ("a",)}]
+    for odd in odd_docs:
+        validcache.problems(odd, "config.schema.json", "c.yaml", "config")
+        validcache.problems(odd, "config.schema.json", "c.yaml", "config")
+    assert len(checked) == 10  # what JSON would not write as it is: never remembered
+    assert validcache.problems({**good, "failOn": "error"}, "config.schema.json", "c.yaml", "config") == []
+    assert len(checked) == 11  # another document
+    (tmp_path / "compatcheck" / "valid.json").write_text("{not json", encoding="utf-8")
+    assert validcache.problems(good, "config.schema.json", "c.yaml", "config") == [] and len(checked) == 12
+    monkeypatch.setenv("COMPATCHECK_RULES_CACHE", "0")
+    assert validcache.problems(good, "config.schema.json", "c.yaml", "config") == [] and len(checked) == 13

@@ -319,7 +319,9 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         kind = doc.get("kind")
         if kind == "ClusterProfile":
             # The schema first (types, enums, unknown keys), then what it cannot see; both located.
-            problems = schema_problems(doc, packaged_schema("clusterprofile.schema.json"), path, "nodes")
+            from compatcheck.io import validcache
+
+            problems = validcache.problems(doc, "clusterprofile.schema.json", path, "nodes")
             found: list[dict[str, Any]] = []
             if not problems:
                 found, problems = profile_to_nodes(doc, kb)
