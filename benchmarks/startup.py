@@ -12,6 +12,7 @@ drift of a shared machine hits every command alike:
     file is 25 mixed workload documents, made by the generator of ``lint_throughput.py`` (the README's "cold
     start" file);
   - ``compatcheck lint FILE --nodes examples/cluster-profile.yaml``, for reference (no goal);
+  - ``compatcheck lint FILE --config CONFIG``, a small config file, for reference (no goal);
   - with ``--compare-ref REF`` (a git revision, exported with ``git archive``), ``--version`` and ``lint`` of that
     code and of this checkout, both started the same way (``python -c`` putting the tree first on sys.path and
     calling ``compatcheck.cli.main``), so the change is measured in the same run.
@@ -58,6 +59,13 @@ def _one_file(directory: Path) -> Path:
     return path
 
 
+def _config(directory: Path) -> Path:
+    """A small config file, as a configured repository's pre-commit hook reads on every commit."""
+    path = directory / "compatcheck.yaml"
+    path.write_text("apiVersion: compatcheck/v1\nfailOn: error\nexclude: [vendor/**]\n", encoding="utf-8")
+    return path
+
+
 def _launcher(tree: Path) -> list[str]:
     """``compatcheck`` from the source tree ``tree``, whatever is installed."""
     code = (f"import sys; sys.path.insert(0, {str(tree)!r}); from compatcheck.cli import main; "
@@ -101,6 +109,7 @@ def main() -> int:
             "version": [*cc, "--version"],
             "lint": [*cc, "lint", str(target)],
             "lint --nodes": [*cc, "lint", str(target), "--nodes", str(ROOT / "examples" / "cluster-profile.yaml")],
+            "lint --config": [*cc, "lint", str(target), "--config", str(_config(work))],
         }
         if args.compare_ref:
             ref_tree = work / "ref"

@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from compatcheck import __version__
-from compatcheck.cli.common import print_diagnostics, suggestion
+from compatcheck.cli.common import print_diagnostics, started, suggestion
 from compatcheck.io.setup import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, CommandError, configure
 
 if TYPE_CHECKING:  # the engine is imported by the commands, not by building the parser (``--version``)
@@ -145,6 +145,7 @@ def _setup(args: argparse.Namespace) -> tuple[Config, Loaded, LintOptions, dict[
     options = LintOptions(nodes=args.nodes or config.nodes, crl=[*config.crl, *args.crl],
                           max_bytes=args.max_file_size * 1024 * 1024, only=set(args.rule) if args.rule else None,
                           config=config, image_facts=list(args.image_facts), exclude=exclude or None)
+    started()
     return config, loaded, options, _render_input(args, options)
 
 

@@ -8,7 +8,7 @@ Must not read files, print, or know about Kubernetes objects.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -31,6 +31,51 @@ V = TypeVar("V")
 
 class KnowledgeError(ValueError):
     """A data table whose content cannot be used (bad version text, bad regex, duplicate key)."""
+
+
+class TablePattern:
+    """A table row's regular expression (``match``, ``pattern``, ``floating``), compiled when it is first searched
+    with, or at once (``from_tables`` compiles every row's but those of trusted rows, the built-in files the test
+    suite checks). A lint without ``--nodes`` searches none of the 62 GPU-product and MIG patterns, and compiling
+    all 92 patterns was a twentieth of a one-file lint's start-up. Equal when the text and flags are."""
+
+    __slots__ = ("_compiled", "_needle", "flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0, *, lazy: bool = False) -> None:
+        self.pattern, self.flags = pattern, flags
+        self._compiled: re.Pattern[str] | None = None if lazy else re.compile(pattern, flags)
+        # Until it is compiled, a text without the pattern's required literal is no match: an image reference that
+        # matches no profile, or a product label, does not compile every pattern before the one it matches.
+        self._needle = required_literal(pattern, flags) if lazy else None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._compiled is None and self._needle is not None:
+            if self.flags & re.IGNORECASE:
+                if text.isascii() and self._needle.lower() not in text.lower():
+                    return None  # (an ASCII needle in ASCII text: case-insensitive matching is ASCII's)
+            elif self._needle not in text:
+                return None
+        return (self._compiled or self.compiled()).search(text)
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        return self.compiled().groupindex
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TablePattern):
+            return NotImplemented
+        return (self.pattern, self.flags) == (other.pattern, other.flags)
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
+
+    def __repr__(self) -> str:
+        return f"TablePattern({self.pattern!r}{f', {self.flags!r}' if self.flags else ''})"
 
 
 @dataclass(frozen=True)
@@ -113,7 +158,7 @@ class ImageProfile:
     """A family of images (``image-profiles`` row): how its references look, and what each release carries."""
 
     name: str
-    regex: re.Pattern[str]
+    regex: TablePattern
     source: str
     framework: str | None = None
     no_cuda: bool = False
@@ -121,7 +166,7 @@ class ImageProfile:
     # NVIDIA_REQUIRE_CUDA's cuda>= term when it is not the base's (NGC images ask for cuda>=9.0); None: the base's
     require_cuda: Version | None = None
     require_cuda_set: bool = False  # the row says (``requireCuda``: a version, or null for no gate)
-    floating: re.Pattern[str] | None = None  # references whose tag floats (latest, main, nightly)
+    floating: TablePattern | None = None  # references whose tag floats (latest, main, nightly)
     binaries: tuple[BinarySpec, ...] = ()
     versions: tuple[Release, ...] = ()
     as_of: str | None = None  # the asOf date of the table the row came from
@@ -208,7 +253,7 @@ class FrameworkFloor:
 
 @dataclass(frozen=True)
 class GpuProduct:
-    regex: re.Pattern[str]
+    regex: TablePattern
     product: str
     compute_capability: Version
     datacenter: bool
@@ -269,7 +314,7 @@ class KnowledgeBase:
     # nvidia/cuda base -> its alternatives, keyed by the row's version as written: (X, Y) for every X.Y.* release,
     # (X, Y, Z) for that release only (NVIDIA_REQUIRE_CUDA differs between some patch releases: 11.7.0 vs 11.7.1).
     forward_compat: dict[tuple[int, ...], ForwardSpec] = field(default_factory=dict)
-    mig_profiles: list[tuple[re.Pattern[str], str, frozenset[str]]] = field(default_factory=list)
+    mig_profiles: list[tuple[TablePattern, str, frozenset[str]]] = field(default_factory=list)
     # Workload kinds (table workload-kinds, an admin's rows first); None: the built-in table (workloads.default_kinds).
     kinds: KindTable | None = None
     _image_cache: dict[str, ImageFacts | None] = field(default_factory=dict, repr=False)
@@ -279,11 +324,16 @@ class KnowledgeBase:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_tables(cls, tables: dict[str, list[JsonObject]]) -> KnowledgeBase:
+    def from_tables(cls, tables: dict[str, list[JsonObject]],
+                    trusted: Callable[[JsonObject], bool] | None = None) -> KnowledgeBase:
         """``tables`` maps table name -> rows, an admin's rows first. In every table an admin row overrides the
         built-in row with the same key (the first one read wins), and in the tables searched in order (products,
-        images, wheels, floors, MIG) an admin row is tried first. Raises KnowledgeError on bad content."""
+        images, wheels, floors, MIG) an admin row is tried first. Raises KnowledgeError on bad content.
+
+        The regular expressions of the rows ``trusted`` accepts (built-in rows that have passed these checks
+        before, see ``io.loader``) are compiled on first use and their groups are not checked here."""
         kb = cls()
+        lazy = trusted or _never
         toolkits: dict[Version, Version] = {}
         for row in tables.get("cuda-toolkits", []):
             toolkits.setdefault(_cuda(row["version"], "cuda-toolkits"), _driver(row["toolkitDriver"], "cuda-toolkits"))
@@ -300,9 +350,9 @@ class KnowledgeBase:
             kb.branches.append((branch, _cuda(row["maxCuda"], "driver-branches")))
         kb.branches.sort()
         for row in tables.get("gpu-products", []):
-            kb.products.append(GpuProduct(_regex(row["match"], "gpu-products", re.IGNORECASE), row["product"],
-                                          _cc(row["computeCapability"]), bool(row.get("datacenter", False)),
-                                          row.get("brand"), row.get("mig")))
+            kb.products.append(GpuProduct(_regex(row["match"], "gpu-products", re.IGNORECASE, lazy(row)),
+                                          row["product"], _cc(row["computeCapability"]),
+                                          bool(row.get("datacenter", False)), row.get("brand"), row.get("mig")))
         for row in tables.get("architectures", []):
             cc = _cc(row["computeCapability"])
             kb.architectures.setdefault(cc, Architecture(
@@ -312,7 +362,7 @@ class KnowledgeBase:
         for row in tables.get("features", []):
             kb.features.setdefault(row["feature"], _cc(row["minComputeCapability"]))
         for row in tables.get("image-profiles", []):
-            kb.images.append(_profile(row))
+            kb.images.append(_profile(row, lazy(row)))
         wheels: dict[tuple[VersionRange, Version], TorchWheel] = {}  # an admin row replaces one of the same key
         for row in tables.get("torch-wheels", []):
             where = "torch-wheels"
@@ -344,7 +394,7 @@ class KnowledgeBase:
         for row in tables.get("mig-profiles", []):
             # The table writes profiles as NVML names them (1g.10gb+me); requests and GFD labels use the resource
             # form, '+' replaced by '.' (nvidia.com/mig-1g.10gb.me); '-me' stays as it is.
-            kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE), row["gpu"],
+            kb.mig_profiles.append((_regex(row["match"], "mig-profiles", re.IGNORECASE, lazy(row)), row["gpu"],
                                     frozenset(mig_resource_profile(p) for p in row["profiles"])))
         if "workload-kinds" in tables:
             try:
@@ -717,14 +767,16 @@ def _binary_specs(rows: list[JsonObject], where: str) -> tuple[BinarySpec, ...]:
                  for b in rows)
 
 
-def _profile(row: JsonObject) -> ImageProfile:
+def _profile(row: JsonObject, trusted: bool = False) -> ImageProfile:
     where = f"image-profiles {row['name']}"
-    regex = _regex(row["pattern"], where)
-    groups = set(regex.groupindex)
-    if not row.get("noCudaRuntime") and "cuda" not in groups and "version" not in groups and not row.get("versions"):
-        raise KnowledgeError(f"{where}: pattern needs a (?P<cuda>) or (?P<version>) group, or versions")
-    if "version" in groups and not row.get("versions"):
-        raise KnowledgeError(f"{where}: (?P<version>) needs a versions table")
+    regex = _regex(row["pattern"], where, lazy=trusted)
+    if not trusted:
+        groups = set(regex.groupindex)
+        if not row.get("noCudaRuntime") and "cuda" not in groups and "version" not in groups \
+                and not row.get("versions"):
+            raise KnowledgeError(f"{where}: pattern needs a (?P<cuda>) or (?P<version>) group, or versions")
+        if "version" in groups and not row.get("versions"):
+            raise KnowledgeError(f"{where}: (?P<version>) needs a versions table")
     releases = []
     for v in row.get("versions", []):
         fwd = v.get("forwardCompat")
@@ -739,7 +791,7 @@ def _profile(row: JsonObject) -> ImageProfile:
     return ImageProfile(row["name"], regex, row["source"], row.get("framework"), bool(row.get("noCudaRuntime")),
                         bool(row.get("compatLibs")), _cuda(row["requireCuda"], where) if row.get("requireCuda")
                         else None, "requireCuda" in row,
-                        _regex(row["floating"], where) if row.get("floating") else None,
+                        _regex(row["floating"], where, lazy=trusted) if row.get("floating") else None,
                         _binary_specs(row.get("binaries", []), where), tuple(releases), row.get("asOf"),
                         tuple(_version_source(f, where) for f in row.get("versionFrom", [])))
 
@@ -752,6 +804,108 @@ def _version_source(f: JsonObject, where: str) -> VersionSource:
         else VersionSource("env", str(f["env"]), match)
 
 
+_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/:-_@=,;<>!%&~'\"`")
+_ESCAPED_LITERAL = frozenset(".-/:@_+*?()[]{}|^$\\")  # \. and the like: the character itself
+_CLASS_ESCAPE = frozenset("dwsDWSbBAZ")  # one character (or none) of a class, or an anchor: ends a run
+
+
+def required_literal(pattern: str, flags: int = 0) -> str | None:
+    """The longest run of plain characters (at least two, all ASCII) that every match of ``pattern`` contains, or
+    None when it cannot say. Only what is certain counts: characters at the top level (outside groups and
+    classes), not followed by a quantifier that allows zero of them (``?``, ``*``, ``{``), in a pattern without a
+    top-level alternation, inline flags or verbose mode. Anything it does not recognise gives None."""
+    if flags & re.VERBOSE:
+        return None
+    best, run, depth, i, n = "", "", 0, 0, len(pattern)
+
+    def end() -> None:
+        nonlocal best, run
+        if len(run) > len(best):
+            best = run
+        run = ""
+
+    while i < n:
+        c = pattern[i]
+        if c == "[":  # a class, at any depth: skipped whole
+            end()
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            if j >= n:
+                return None
+            i = j + 1
+            continue
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            escaped = pattern[i + 1]
+            if depth:
+                i += 2
+                continue
+            if escaped in _CLASS_ESCAPE:
+                end()
+                i += 2
+                continue
+            if escaped not in _ESCAPED_LITERAL:
+                return None  # a back reference, \x41, \N{...}, \u...: not read here
+            literal, i = escaped, i + 2
+        elif c == "(":
+            if i + 2 < n and pattern[i + 1] == "?" and pattern[i + 2] in "aiLmsux-":
+                return None  # inline flags
+            end()
+            depth += 1
+            i += 1
+            continue
+        elif c == ")":
+            end()
+            depth -= 1
+            if depth < 0:
+                return None
+            i += 1
+            continue
+        elif c == "|":
+            if not depth:
+                return None
+            i += 1
+            continue
+        elif depth:
+            i += 1
+            continue
+        elif c == "{":  # a quantifier of what came before (already left out of the run)
+            end()
+            j = i + 1
+            while j < n and (pattern[j].isdigit() or pattern[j] == ","):
+                j += 1
+            if j >= n or pattern[j] != "}":
+                return None  # a literal brace: not read here
+            i = j + 1
+            continue
+        elif c in _LITERAL:
+            literal, i = c, i + 1
+        else:  # . ^ $ * + ? and anything else
+            end()
+            i += 1
+            continue
+        following = pattern[i] if i < n else ""
+        if following in ("?", "*", "{"):  # zero of it may match: not required
+            end()
+        elif following == "+":  # one at least, then maybe more: required, and the run ends with it
+            run += literal
+            end()
+        else:
+            run += literal
+    end()
+    return best if depth == 0 and len(best) >= 2 else None
+
+
+def _never(_row: JsonObject) -> bool:
+    return False
+
+
 def _cc(text: Json) -> Version:
     try:
         return parse_compute_capability(text)
@@ -759,9 +913,9 @@ def _cc(text: Json) -> Version:
         raise KnowledgeError(str(exc)) from None
 
 
-def _regex(text: str, where: str, flags: int = 0) -> re.Pattern[str]:
+def _regex(text: str, where: str, flags: int = 0, lazy: bool = False) -> TablePattern:
     try:
-        return re.compile(text, flags)
+        return TablePattern(text, flags, lazy=lazy)
     except re.error as exc:
         raise KnowledgeError(f"{where}: bad regex {text!r}: {exc}") from None
 

@@ -25,8 +25,7 @@ from compatcheck.core.config import (
 )
 from compatcheck.core.model import Diagnostic, Severity
 from compatcheck.core.policy import DriverPolicy
-from compatcheck.core.rules import schema_problems
-from compatcheck.io.loader import packaged_schema
+from compatcheck.io import validcache
 from compatcheck.io.manifests import read_file
 
 
@@ -74,7 +73,7 @@ def load_config(path: str | None) -> Config:
                                       kind="config")])
     doc = parsed.documents[0]
     data: dict[str, Any] = doc.data
-    found = schema_problems(data, packaged_schema("config.schema.json"), path, "config")
+    found = validcache.problems(data, "config.schema.json", path, "config")  # (a file checked before: not again)
     if found:
         raise ConfigError([replace(p, line=doc.locate(p.pointer)[0]) for p in found])
     base = Path(path).resolve().parent

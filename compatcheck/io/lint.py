@@ -21,10 +21,8 @@ from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
-from compatcheck.core.matrix import Matrix, build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
-from compatcheck.core.whatif import workload_key
 from compatcheck.core.workloads import KindTable, default_kinds, object_ref, pod_targets
 from compatcheck.io.loader import CrlSource, Loaded, crl_index, load_crl_objects, load_nodes, may_hold_crl
 from compatcheck.io.manifests import (
@@ -40,7 +38,8 @@ from compatcheck.io.manifests import (
 )
 from compatcheck.report.model import LintReport, NotChecked, Silenced
 
-if TYPE_CHECKING:  # registry lookups and baselines: imported when used (a plain lint starts without them)
+if TYPE_CHECKING:  # registry lookups, baselines and the matrix: imported when used (a plain lint starts without them)
+    from compatcheck.core.matrix import Matrix
     from compatcheck.io import baseline as baseline_mod
     from compatcheck.io import imagefacts
     from compatcheck.io.imagecache import ImageCache
@@ -317,6 +316,9 @@ def run_lint_variants(paths: list[str], loaded: Loaded, options: LintOptions,
 
 def _matrix(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, options: LintOptions) -> Matrix:
     """Each GPU workload of ``parsed`` evaluated on each node class of ``ctx``'s cluster alone."""
+    from compatcheck.core.matrix import build_matrix, pool_of, restrict
+    from compatcheck.core.whatif import workload_key
+
     assert ctx.cluster is not None
     per_pool = []
     for i in range(len(ctx.cluster.classes)):

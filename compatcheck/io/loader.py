@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compatcheck.core.cluster import (
     Cluster,
@@ -39,6 +39,9 @@ from compatcheck.io.manifests import (
     parse_text,
     read_file,
 )
+
+if TYPE_CHECKING:
+    from compatcheck.io import rulecache
 
 # Former table names an admin's files may still use: their rows join the table's (admin rows first).
 TABLE_ALIASES = {"image-patterns": "image-profiles"}
@@ -156,13 +159,15 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             problems.append(Diagnostic(d, "rules directory does not exist", kind="rules"))
             continue
         dirs.append((Path(d), False))
+    read: rulecache.Read | None = None
     for directory, builtin in dirs:
         validate = validate_builtin or not builtin
         cached: dict[Path, list[Any]] | None = None
         if not validate:  # the built-in files, read as trusted: their parse comes from the cache
-            from compatcheck.io.rulecache import parsed_files
+            from compatcheck.io import rulecache
 
-            cached = parsed_files([*_yaml_files(directory / "data"), *_yaml_files(directory)], _trusted_parse)
+            read = rulecache.read([*_yaml_files(directory / "data"), *_yaml_files(directory)], _trusted_parse)
+            cached = read.files
         for path in _yaml_files(directory / "data"):
             data = _parse_one(path, problems, trusted=not validate, cached=cached)
             if data is None:
@@ -220,9 +225,12 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
             rules[rule.id] = rule
     tables = {name: admin_tables.get(name, []) + builtin_tables.get(name, [])
               for name in set(builtin_tables) | set(admin_tables)}
+    # Built-in rows read from a cache entry passed every check of this build when the entry was written
+    # (``rulecache.Read.store`` below): their regular expressions are compiled when first used.
+    trusted = {id(row) for rows in builtin_tables.values() for row in rows} if read is not None and read.hit else None
     kb = KnowledgeBase()
     try:
-        kb = KnowledgeBase.from_tables(tables)
+        kb = KnowledgeBase.from_tables(tables, (lambda row: id(row) in trusted) if trusted else None)
     except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
         if not validate_builtin and not problems:  # say which built-in row, with its file and line
             return load_rules(extra_dirs, validate_builtin=True, base=base)
@@ -230,6 +238,8 @@ def load_rules(extra_dirs: list[str] | None = None, *, validate_builtin: bool = 
                                    kind="rules"))
     if problems:
         raise RuleLoadError(problems)
+    if read is not None:
+        read.store()
     return Loaded(RuleSet(rules), kb, tables)
 
 
@@ -338,7 +348,9 @@ def load_nodes(path: str, kb: KnowledgeBase, max_bytes: int) -> tuple[Cluster | 
         kind = doc.get("kind")
         if kind == "ClusterProfile":
             # The schema first (types, enums, unknown keys), then what it cannot see; both located.
-            problems = schema_problems(doc, packaged_schema("clusterprofile.schema.json"), path, "nodes")
+            from compatcheck.io import validcache
+
+            problems = validcache.problems(doc, "clusterprofile.schema.json", path, "nodes")
             found: list[dict[str, Any]] = []
             if not problems:
                 found, problems = profile_to_nodes(doc, kb)

@@ -20,7 +20,6 @@ is a miss, and only the newest few entries are kept.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -29,9 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from compatcheck import __version__
+
+try:  # importing hashlib loads OpenSSL's bindings first (5 ms of a lint's start-up); BLAKE2 is CPython's own
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b
 from compatcheck.io.cachedir import user_cache_dir
 
-FORMAT = 1  # bumped when an entry's shape changes
+FORMAT = 2  # bumped when an entry's shape or what it vouches for changes (2: written after a clean build)
 KEEP = 4  # entries kept (several installs of different versions share a user's cache)
 
 
@@ -44,33 +48,57 @@ def enabled() -> bool:
 
 
 def _key(texts: dict[str, bytes]) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    h = blake2b(digest_size=16)
     h.update(f"{FORMAT}\0{__version__}\0{sys.version}\0".encode())
     for name in sorted(texts):
         h.update(name.encode() + b"\0" + str(len(texts[name])).encode() + b"\0" + texts[name])
     return h.hexdigest()
 
 
-def parsed_files(paths: list[Path], parse: Callable[[str], list[Any]],
-                 root: Path | None = None) -> dict[Path, list[Any]]:
-    """``parse`` of each file's text (its documents), from the cache when an entry has this content's key.
-    ``parse`` must not raise: it returns what a failed parse means to its caller (an empty list)."""
+class Read:
+    """The parse of the built-in files, from the cache (``hit``) or just made. ``store`` writes a miss's entry: the
+    loader calls it once the files have built the rules and the knowledge base without a problem, so an entry
+    always holds files that passed the checks a build makes (a hit may skip some of them: ``io.loader``)."""
+
+    __slots__ = ("_directory", "_entry", "_names", "files", "hit")
+
+    def __init__(self, files: dict[Path, list[Any]], hit: bool, directory: Path | None = None,
+                 entry: Path | None = None, names: dict[Path, str] | None = None) -> None:
+        self.files, self.hit = files, hit
+        self._directory, self._entry, self._names = directory, entry, names or {}
+
+    def store(self) -> None:
+        if self.hit or self._directory is None or self._entry is None:
+            return
+        _write(self._directory, self._entry, {self._names[p]: docs for p, docs in self.files.items()})
+
+
+def read(paths: list[Path], parse: Callable[[str], list[Any]], root: Path | None = None) -> Read:
+    """``parse`` of each file's text (its documents), from the cache when an entry has this content's key; a miss
+    is parsed and written only by ``Read.store``. ``parse`` must not raise: it returns what a failed parse means
+    to its caller (an empty list)."""
     texts = {p: p.read_bytes() for p in paths}
     names = {p: p.name if p.parent.name != "data" else f"data/{p.name}" for p in paths}
     if not enabled():
-        return {p: parse(t.decode("utf-8")) for p, t in texts.items()}
+        return Read({p: parse(t.decode("utf-8")) for p, t in texts.items()}, False)
     try:
         directory = root or cache_dir()
     except (RuntimeError, KeyError, OSError):  # no home directory to find a cache in: parse, as without one
-        return {p: parse(t.decode("utf-8")) for p, t in texts.items()}
+        return Read({p: parse(t.decode("utf-8")) for p, t in texts.items()}, False)
     key = _key({names[p]: t for p, t in texts.items()})
     entry = directory / f"builtin-{key}.json"
     cached = _read(entry, set(names.values()))
     if cached is not None:
-        return {p: cached[names[p]] for p in paths}
-    parsed = {p: parse(t.decode("utf-8")) for p, t in texts.items()}
-    _write(directory, entry, {names[p]: docs for p, docs in parsed.items()})
-    return parsed
+        return Read({p: cached[names[p]] for p in paths}, True)
+    return Read({p: parse(t.decode("utf-8")) for p, t in texts.items()}, False, directory, entry, names)
+
+
+def parsed_files(paths: list[Path], parse: Callable[[str], list[Any]],
+                 root: Path | None = None) -> dict[Path, list[Any]]:
+    """``read`` and, on a miss, ``store`` at once."""
+    found = read(paths, parse, root)
+    found.store()
+    return found.files
 
 
 def _read(entry: Path, names: set[str]) -> dict[str, list[Any]] | None:

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from compatcheck.core.matrix import Matrix
 from compatcheck.core.model import Diagnostic, Finding, ObjectRef, Severity
-from compatcheck.core.whatif import WhatIfDiff
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the matrix and what-if: only reports that have them import them (a plain lint starts without)
+    from compatcheck.core.matrix import Matrix
     from compatcheck.core.rules import Rule
+    from compatcheck.core.whatif import WhatIfDiff
 
 
 @dataclass(frozen=True)
