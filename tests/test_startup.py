@@ -35,7 +35,8 @@ HEAVY = (
 # lint needs it. (The matrix, what-if and its selectors, the DRA allocator, the report formats other than text,
 # registry lookups, rendering and baselines load on first use.)
 LINT_MODULES = frozenset({
-    "compatcheck", "compatcheck.cli", "compatcheck.cli.audit", "compatcheck.cli.common", "compatcheck.cli.entry",
+    "compatcheck", "compatcheck.cli", "compatcheck.cli.audit", "compatcheck.cli.common", "compatcheck.cli.data",
+    "compatcheck.cli.entry",
     "compatcheck.cli.images", "compatcheck.cli.lint", "compatcheck.cli.rules", "compatcheck.cli.versions",
     "compatcheck.cli.webhook", "compatcheck.core", "compatcheck.core.checks", "compatcheck.core.checks.base",
     "compatcheck.core.checks.crl", "compatcheck.core.checks.dra", "compatcheck.core.checks.driver",
@@ -47,7 +48,8 @@ LINT_MODULES = frozenset({
     "compatcheck.core.pointers", "compatcheck.core.policy", "compatcheck.core.profiles", "compatcheck.core.quantities",
     "compatcheck.core.rules", "compatcheck.core.shapes", "compatcheck.core.suggest", "compatcheck.core.suppress",
     "compatcheck.core.versions", "compatcheck.core.workloads", "compatcheck.io", "compatcheck.io.cachedir",
-    "compatcheck.io.classcache", "compatcheck.io.config", "compatcheck.io.lint", "compatcheck.io.loader",
+    "compatcheck.io.classcache", "compatcheck.io.config", "compatcheck.io.datastate", "compatcheck.io.lint",
+    "compatcheck.io.loader",
     "compatcheck.io.manifests", "compatcheck.io.repo", "compatcheck.io.rulecache", "compatcheck.io.setup",
     "compatcheck.io.validcache",
     "compatcheck.report", "compatcheck.report.model", "compatcheck.report.text",
@@ -327,7 +329,7 @@ def test_the_parser_of_a_command_that_does_not_exist_is_the_whole_one(capsys: py
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.endswith("compatcheck: error: argument command: invalid choice: 'lnit' (choose from 'lint', 'fix', "
-                        "'audit', 'cert', 'webhook', 'review', 'versions', 'rules', 'images') (did you mean "
+                        "'audit', 'cert', 'webhook', 'review', 'versions', 'rules', 'images', 'data') (did you mean "
                         "'lint'?)\n")
     with pytest.raises(SystemExit):
         main(["lint", "a.yaml", "--bogus"])
