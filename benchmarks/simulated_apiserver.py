@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import urllib.request
@@ -93,8 +94,13 @@ class Simulated:
                 "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410,
                 "message": f"too old resource version: {since} ({self.oldest})"}}) + b"\n")
             return resp
+        with contextlib.suppress(ConnectionError):  # the webhook went away (stopped, or it ended the watch)
+            await self._follow(resp, since, float(request.query.get("timeoutSeconds") or WATCH_CAP))
+        return resp
+
+    async def _follow(self, resp: web.StreamResponse, since: int, timeout: float) -> None:
         loop = asyncio.get_running_loop()
-        end = loop.time() + min(float(request.query.get("timeoutSeconds") or WATCH_CAP), WATCH_CAP)
+        end = loop.time() + min(timeout, WATCH_CAP)
         sent = 0  # index into events of the next one to look at
         while loop.time() < end:
             while sent < len(self.events) and self.events[sent][0] <= since:
@@ -111,7 +117,6 @@ class Simulated:
                 await asyncio.wait_for(changed.wait(), max(0.0, end - loop.time()))
             except asyncio.TimeoutError:
                 break
-        return resp
 
     async def configmaps(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") in ("true", "1"):  # no CRL ConfigMaps: a watch that stays quiet
@@ -194,10 +199,12 @@ async def serve(args: argparse.Namespace) -> None:
 def churn_client(url: str, rate: str, seconds: str) -> None:
     import time
 
-    urllib.request.urlopen(urllib.request.Request(f"{url}/_churn?rate={rate}&seconds={seconds}", method="POST"))
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/_churn?rate={rate}&seconds={seconds}",
+                                                       method="POST")) as r:
+        before = json.loads(r.read())["churned"]  # the server's count is for all its churns
     time.sleep(float(seconds) + 0.5)
     with urllib.request.urlopen(f"{url}/_churn") as r:
-        print(json.loads(r.read())["churned"])
+        print(json.loads(r.read())["churned"] - before)
 
 
 def main() -> None:
