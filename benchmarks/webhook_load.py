@@ -1,6 +1,12 @@
 """Admission webhook latency and throughput over real HTTPS with keep-alive, against a bare aiohttp baseline.
 
-    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--rounds 3]
+    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--rounds 3] [--workloads distinct,mix]
+                                      [--pin]
+
+The load comes from benchmarks/loadgen.py, a process of its own (open loop at a fixed rate, or closed loop at
+saturation; ~60 us of CPU per request); --pin runs the servers on CPU 0 and the generator on CPU 1 (taskset). Each
+rate is measured over --rounds rounds alternating the webhook and the bare server. benchmarks/webhook_ab.py compares
+this tree's webhook with another commit's in one run.
 
 Sends recorded (../shared/fixtures/admission) and generated AdmissionReviews (GPU Pods and Deployments, 20 %
 violating) to `compatcheck webhook serve` (static view from examples/cluster-profile.yaml), and reports:
