@@ -1,6 +1,12 @@
 """Admission webhook latency and throughput over real HTTPS with keep-alive, against a bare aiohttp baseline.
 
-    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--rounds 3]
+    python benchmarks/webhook_load.py [--duration 10] [--rates 100,500,1000] [--rounds 3] [--workloads distinct,mix]
+                                      [--pin]
+
+The load comes from benchmarks/loadgen.py, a process of its own (open loop at a fixed rate, or closed loop at
+saturation; ~60 us of CPU per request); --pin runs the servers on CPU 0 and the generator on CPU 1 (taskset). Each
+rate is measured over --rounds rounds alternating the webhook and the bare server. benchmarks/webhook_ab.py compares
+this tree's webhook with another commit's in one run.
 
 Sends recorded (../shared/fixtures/admission) and generated AdmissionReviews (GPU Pods and Deployments, 20 %
 violating) to `compatcheck webhook serve` (static view from examples/cluster-profile.yaml), and reports:
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import os
 import random
@@ -92,59 +99,47 @@ async def wait_ready(url: str, ctx: ssl.SSLContext, proc: subprocess.Popen[bytes
     raise SystemExit("server not ready")
 
 
-async def fixed_rate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], rate: int, duration: float,
+GENERATOR = [sys.executable, str(ROOT / "benchmarks" / "loadgen.py")]  # main() prefixes taskset with --pin
+_BODY_FILES: dict[int, tuple[list[bytes], str]] = {}  # id of a payload list -> (the list, kept alive; its file)
+
+
+def _bodies_file(payloads: list[bytes]) -> str:
+    kept = _BODY_FILES.get(id(payloads))
+    if kept is None:
+        from benchmarks.loadgen import write_bodies
+
+        fd, path = tempfile.mkstemp(prefix="compatcheck-load-", suffix=".bodies")
+        os.close(fd)
+        write_bodies(path, payloads)
+        atexit.register(os.unlink, path)
+        kept = _BODY_FILES[id(payloads)] = (payloads, path)
+    return kept[1]
+
+
+async def _generate(url: str, payloads: list[bytes], *args: str) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(*GENERATOR, url, _bodies_file(payloads), *args,
+                                                stdout=asyncio.subprocess.PIPE, cwd=ROOT)
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"load generator failed ({proc.returncode}) against {url}")
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+async def fixed_rate(url: str, ctx: ssl.SSLContext | None, payloads: list[bytes], rate: int, duration: float,
                      path: str = "/validate") -> dict[str, Any]:
-    """Open loop at ``rate``: p50, p99 and max latency (ms) from each request's scheduled start (queueing counts),
-    and the answers that were not 200."""
-    latencies: list[float] = []
-    errors = 0
-    conn = aiohttp.TCPConnector(limit=256, ssl=ctx)
-    async with aiohttp.ClientSession(connector=conn) as s:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + 0.2
-        total = int(rate * duration)
-
-        async def one(i: int) -> None:
-            nonlocal errors
-            scheduled = start + i / rate
-            await asyncio.sleep(max(0.0, scheduled - loop.time()))
-            try:
-                async with s.post(url + path, data=payloads[i % len(payloads)],
-                                  headers={"Content-Type": "application/json"}) as r:
-                    await r.read()
-                    if r.status != 200:
-                        errors += 1
-            except aiohttp.ClientError:
-                errors += 1
-            latencies.append(loop.time() - scheduled)
-
-        await asyncio.gather(*(one(i) for i in range(total)))
-    latencies.sort()
-    return {"rate": rate, "n": len(latencies), "errors": errors,
-            "p50": statistics.median(latencies) * 1000, "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-            "max": latencies[-1] * 1000}
+    """Open loop at ``rate`` (benchmarks/loadgen.py, a process of its own): p50, p99, p99.9 and max latency (ms)
+    from each request's scheduled start (queueing counts), the answers that were not 200 (``errors``), and how far
+    the generator itself fell behind its schedule (``behindMs``). ``ctx`` is not used: the generator does not
+    check the loopback server's certificate."""
+    return await _generate(url + path, payloads, "--rate", str(rate), "--duration", str(duration))
 
 
-async def saturate(url: str, ctx: ssl.SSLContext, payloads: list[bytes], duration: float,
+async def saturate(url: str, ctx: ssl.SSLContext | None, payloads: list[bytes], duration: float,
                    concurrency: int = 64) -> float:
-    done = 0
-    conn = aiohttp.TCPConnector(limit=concurrency, ssl=ctx)
-    async with aiohttp.ClientSession(connector=conn) as s:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + duration
-
-        async def worker(k: int) -> None:
-            nonlocal done
-            i = k
-            while loop.time() < end:
-                async with s.post(url + "/validate", data=payloads[i % len(payloads)],
-                                  headers={"Content-Type": "application/json"}) as r:
-                    await r.read()
-                done += 1
-                i += concurrency
-
-        await asyncio.gather(*(worker(k) for k in range(concurrency)))
-    return done / duration
+    """Closed loop on ``concurrency`` connections: answers per second."""
+    result = await _generate(url + "/validate", payloads, "--saturate", str(concurrency), "--duration", str(duration))
+    return float(result["achieved"])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -222,12 +217,13 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def start_webhook(certs: Path, port: int, *extra: str, log: Path | None = None) -> subprocess.Popen[bytes]:
+def start_webhook(certs: Path, port: int, *extra: str, log: Path | None = None,
+                  prefix: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     """The webhook as deployed; its decision log goes to ``log`` (else it is discarded)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     stderr: Any = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (the child holds it)
     try:
-        return subprocess.Popen([sys.executable, "-m", "compatcheck", "webhook", "serve", "--cert-file",
+        return subprocess.Popen([*prefix, sys.executable, "-m", "compatcheck", "webhook", "serve", "--cert-file",
                                  str(certs / "tls.crt"), "--key-file", str(certs / "tls.key"), "--host",
                                  "127.0.0.1", "--port", str(port), "--metrics-port", "0", *extra],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -259,6 +255,32 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+async def latency_rounds(url: str, bare_url: str, ctx: ssl.SSLContext, load: list[bytes], rate: int,
+                         args: argparse.Namespace, pids: tuple[int, int]) -> None:
+    """The webhook and the bare server at ``rate``, alternated over ``--rounds`` rounds (which goes first swaps each
+    round); each round's p99 ratio, and the medians; each server's CPU time per request at that rate."""
+    med = statistics.median
+    wh: list[dict[str, Any]] = []
+    bare: list[dict[str, Any]] = []
+    ratios = []
+    for k in range(args.rounds):
+        pair = [(url, wh, pids[0]), (bare_url, bare, pids[1])]
+        for u, into, pid in (pair if k % 2 == 0 else pair[::-1]):
+            c0 = cpu_seconds(pid)
+            into.append(await fixed_rate(u, ctx, load, rate, args.duration))
+            into[-1]["cpuUs"] = (cpu_seconds(pid) - c0) / max(1, into[-1]["n"]) * 1e6
+        ratios.append(wh[-1]["p99"] / bare[-1]["p99"])
+    errors = sum(r["errors"] for r in wh)
+    behind = max(r["behindMs"] for r in wh + bare)
+    print(f"  @ {rate:>5} req/s, median of {args.rounds} alternated rounds: webhook p50 {med(r['p50'] for r in wh):6.2f}"
+          f" ms p99 {med(r['p99'] for r in wh):7.2f} ms (achieved {med(r['achieved'] for r in wh):.0f}/s, errors "
+          f"{errors}); bare p50 {med(r['p50'] for r in bare):.2f} ms p99 {med(r['p99'] for r in bare):.2f} ms "
+          f"(achieved {med(r['achieved'] for r in bare):.0f}/s) -> p99 ratio {med(ratios):.2f} (rounds "
+          + ", ".join(f"{x:.2f}" for x in ratios) + f"; goal <= 2); generator at most {behind:.1f} ms behind; "
+          f"server CPU per request: webhook {med(r['cpuUs'] for r in wh):.0f} us, bare "
+          f"{med(r['cpuUs'] for r in bare):.0f} us")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=10.0)
@@ -266,7 +288,14 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated saturation rounds (webhook, bare) per workload")
     ap.add_argument("--loop-bound", type=float, default=10.0, metavar="MS",
                     help="count the requests whose handling held the event loop longer (default 10 ms)")
+    ap.add_argument("--workloads", default="distinct,mix", help="distinct, mix or both (comma-separated)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the servers to CPU 0 and the load generator to CPU 1 (taskset), so they do not share")
     args = ap.parse_args()
+    servers: list[str] = []
+    if args.pin:
+        servers = ["taskset", "-c", "0"]
+        GENERATOR[:0] = ["taskset", "-c", "1"]
     payloads = bodies()
     distinct = bodies(40_000, distinct=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -276,26 +305,25 @@ async def main() -> None:
         ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         port, bare_port = free_port(), free_port()
         log = Path(tmp) / "webhook.log"
-        wh = start_webhook(certs, port, "--nodes", "examples/cluster-profile.yaml", log=log)
-        bare = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bare_server.py"), str(certs / "tls.crt"),
-                                 str(certs / "tls.key"), str(bare_port)], cwd=ROOT,
+        wh = start_webhook(certs, port, "--nodes", "examples/cluster-profile.yaml", log=log, prefix=tuple(servers))
+        bare = subprocess.Popen([*servers, sys.executable, str(ROOT / "benchmarks" / "bare_server.py"),
+                                 str(certs / "tls.crt"), str(certs / "tls.key"), str(bare_port)], cwd=ROOT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
         try:
             url, bare_url = f"https://localhost:{port}", f"https://localhost:{bare_port}"
             await wait_ready(url, ctx, wh)
             await wait_ready(bare_url, ctx, bare)
             await fixed_rate(url, ctx, payloads, 100, 1.0)  # warm-up
-            print(f"{args.duration:.0f} s per measurement, one server process, HTTPS keep-alive, 20 % violating")
-            for name, load in (("all-distinct objects (cache never hits)", distinct),
-                               ("replica-like mix: 47 recorded + Pods/Deployments repeating (cache hits)", payloads)):
+            print(f"{args.duration:.0f} s per measurement, one server process, HTTPS keep-alive, 20 % violating; "
+                  f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+                  + (" (servers on CPU 0, generator on CPU 1)" if args.pin else ""))
+            workloads = {"distinct": ("all-distinct objects (cache never hits)", distinct),
+                         "mix": ("replica-like mix: 47 recorded + Pods/Deployments repeating (cache hits)", payloads)}
+            for name, load in (workloads[w] for w in args.workloads.split(",")):
                 print(f" workload: {name}")
                 await fixed_rate(url, ctx, load[-500:], 200, 2.0)  # warm-up on this workload's shapes
                 for rate in (int(r) for r in args.rates.split(",")):
-                    r = await fixed_rate(url, ctx, load, rate, args.duration)
-                    b = await fixed_rate(bare_url, ctx, load, rate, args.duration)  # the same rate, just after
-                    print(f"  webhook @ {rate:>5} req/s: p50 {r['p50']:6.2f} ms   p99 {r['p99']:7.2f} ms   "
-                          f"errors {r['errors']}/{r['n']}   (bare: p50 {b['p50']:.2f} ms, p99 {b['p99']:.2f} ms; "
-                          f"p99 ratio {r['p99'] / b['p99']:.2f})")
+                    await latency_rounds(url, bare_url, ctx, load, rate, args, (wh.pid, bare.pid))
                 r = await fixed_rate(url, ctx, load, 500, args.duration, "/mutate")
                 print(f"  /mutate @   500 req/s: p50 {r['p50']:6.2f} ms   p99 {r['p99']:7.2f} ms   "
                       f"errors {r['errors']}/{r['n']}")

@@ -154,7 +154,6 @@ class FakeApiServer:
         denied = self._auth(request, verb, kind.group, kind.plural)
         if denied is not None:
             return denied
-        api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
         if request.method == "POST":
             obj = await request.json()
             obj["metadata"]["namespace"] = namespace or obj["metadata"].get("namespace")
@@ -170,6 +169,13 @@ class FakeApiServer:
             store[key] = obj
             return web.json_response(obj, status=201)
         selector = request.query.get("labelSelector") or ""
+        start = int(base64.b64decode(request.query["continue"]).decode()) if request.query.get("continue") else 0
+        limit = int(request.query.get("limit", "0") or 0)
+        return web.json_response(self.list_page(kind, namespace, selector, start, limit))
+
+    def list_page(self, kind: Kind, namespace: str | None, selector: str, start: int, limit: int) -> dict[str, Any]:
+        """The body of one LIST page: ``limit`` objects (0: all) from offset ``start`` (the continue token's)."""
+        api_version = f"{kind.group}/{kind.version}" if kind.group else kind.version
         key = (kind.group, kind.plural, namespace, selector, self._version)
         items = self._lists.get(key)
         if items is None:  # one filter and sort per LIST (all its pages), not per page
@@ -180,8 +186,6 @@ class FakeApiServer:
                 items = [o for o in items if sel.matches(o["metadata"].get("labels") or {})]
             items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
             self._lists = {key: items}
-        start = int(base64.b64decode(request.query["continue"]).decode()) if request.query.get("continue") else 0
-        limit = int(request.query.get("limit", "0") or 0)
         end = start + limit if limit else len(items)
         # List items carry no apiVersion/kind: the list does (a shallow copy: the page is only encoded).
         page = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items[start:end]]
@@ -189,8 +193,7 @@ class FakeApiServer:
         if end < len(items):
             meta["continue"] = base64.b64encode(str(end).encode()).decode()
             meta["remainingItemCount"] = len(items) - end
-        return web.json_response({"kind": f"{kind.kind}List", "apiVersion": api_version, "metadata": meta,
-                                  "items": page})
+        return {"kind": f"{kind.kind}List", "apiVersion": api_version, "metadata": meta, "items": page}
 
     async def _member(self, request: web.Request) -> web.Response:
         self.requests.append((request.method, request.path, dict(request.query)))

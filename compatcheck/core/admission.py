@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
@@ -31,6 +32,10 @@ OPT_OUT_LABEL = "compatcheck.io/ignore"
 MAX_WARNING = 120  # the API server cuts warnings over 256 characters; kubectl shows each on one line
 MAX_WARNINGS_TOTAL = 4000  # past 4096 characters in all, the API server truncates and drops warnings
 MAX_DENY_FINDINGS = 8
+
+class CacheMiss(Exception):
+    """From ``review_cached``: answering needs an evaluation that the cache does not hold."""
+
 
 class ReviewError(ValueError):
     """The body is not an AdmissionReview we can answer: HTTP 400 with this message."""
@@ -219,6 +224,8 @@ class EvaluationCache:
         self._data: OrderedDict[tuple[tuple[str, ...], bool, bytes, tuple[tuple[str, str], ...]], Evaluated] = (
             OrderedDict())
         self.hits = self.misses = 0
+        # The event loop reads it (``review_cached``) while the review thread fills it: one lock for each use.
+        self._lock = threading.Lock()
 
     @staticmethod
     def key(obj: JsonObject) -> bytes:
@@ -235,30 +242,40 @@ class EvaluationCache:
         return hashlib.blake2b(data, digest_size=16).digest()
 
     def evaluate(self, obj: JsonObject, ref: ObjectRef, rules: RuleSet, ctx: EvalContext,
-                 severities: dict[str, Severity], suppressions: bool) -> Evaluated:
-        """The evaluation of ``obj`` (whose reference is ``ref``), from the cache when an equal object was seen."""
-        if ctx.root is not self._ctx or severities is not self._severities:  # a new snapshot or config
-            self._data.clear()
-            self._ctx, self._severities = ctx.root, severities
+                 severities: dict[str, Severity], suppressions: bool, cached_only: bool = False) -> Evaluated:
+        """The evaluation of ``obj`` (whose reference is ``ref``), from the cache when an equal object was seen;
+        with ``cached_only``, CacheMiss rather than an evaluation."""
         # The image configs this evaluation may read (none without registry lookups) are part of the key.
         k = (rules.signature, suppressions, self.key(obj), ctx.registry_key())
-        cached = self._data.get(k)
-        if cached is None:
+        with self._lock:
+            if ctx.root is not self._ctx or severities is not self._severities:  # a new snapshot or config
+                self._data.clear()
+                self._ctx, self._severities = ctx.root, severities
+            cached = self._data.get(k)
+            if cached is not None:
+                self.hits += 1
+                self._data.move_to_end(k)
+                return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems), cached.unchecked)
+        if cached_only:
+            raise CacheMiss()
+        fresh = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
+        with self._lock:
             self.misses += 1
-            cached = self._data[k] = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
-            if len(self._data) > self.size:
-                self._data.popitem(last=False)
-            return Evaluated(list(cached.findings), list(cached.problems), cached.unchecked)
-        self.hits += 1
-        self._data.move_to_end(k)
-        return Evaluated([f.about(ref) for f in cached.findings], list(cached.problems), cached.unchecked)
+            if ctx.root is self._ctx and severities is self._severities:  # not for a snapshot replaced meanwhile
+                self._data[k] = fresh
+                if len(self._data) > self.size:
+                    self._data.popitem(last=False)
+        return Evaluated(list(fresh.findings), list(fresh.problems), fresh.unchecked)
 
 
 def _evaluate(obj: JsonObject, rules: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              cache: EvaluationCache | None = None, ref: ObjectRef | None = None) -> Evaluated:
+              cache: EvaluationCache | None = None, ref: ObjectRef | None = None,
+              cached_only: bool = False) -> Evaluated:
     severities, suppressions = settings.config.severities, settings.annotation_exemptions
     if cache is not None:
-        done = cache.evaluate(obj, ref or object_ref(obj), rules, ctx, severities, suppressions)
+        done = cache.evaluate(obj, ref or object_ref(obj), rules, ctx, severities, suppressions, cached_only)
+    elif cached_only:
+        raise CacheMiss()
     else:
         done = _evaluate_fresh(obj, rules, ctx, severities, suppressions)
     if settings.config.exemptions and done.findings:
@@ -301,6 +318,23 @@ def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet
     ``cache`` (optional) memoises evaluations of objects that differ only in identity metadata. ``undecidable``
     says why no decision can be made now (the cluster view has not synced): objects that would be evaluated
     are then answered per the failure mode, as for an internal error, never from a partial view."""
+    return _review(body, endpoint, ruleset, ctx, settings, cache, undecidable, False)
+
+
+def review_cached(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
+                  settings: AdmissionSettings, cache: EvaluationCache | None = None,
+                  undecidable: str | None = None) -> tuple[JsonObject, Decision]:
+    """``review``'s answer where it needs no evaluation: a skipped request (DELETE, opted out, an owned pod), one
+    answered per the failure mode (``undecidable``), or a /validate whose object (and, for an UPDATE that would
+    be denied, its old object) ``cache`` holds; CacheMiss otherwise. The webhook answers these on its event loop
+    (a digest and a dictionary lookup: tens of microseconds for a Pod) and hands only the rest to its review
+    thread. Raises ReviewError as ``review`` does."""
+    return _review(body, endpoint, ruleset, ctx, settings, cache, undecidable, True)
+
+
+def _review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet, ctx: EvalContext,
+            settings: AdmissionSettings, cache: EvaluationCache | None, undecidable: str | None,
+            cached_only: bool) -> tuple[JsonObject, Decision]:
     req = parse_request(body)
     target = req.obj if req.obj is not None else req.old
     ref = object_ref(target or {})
@@ -318,10 +352,14 @@ def review(body: Json, endpoint: Literal["validate", "mutate"], ruleset: RuleSet
         return _envelope(req, {"allowed": True}), decision
     if undecidable is not None:
         return _failure(req, decision, settings, undecidable), decision
+    if cached_only and endpoint == "mutate":  # fixes are applied and diffed: the review thread's work
+        raise CacheMiss()
     try:
         if endpoint == "mutate":
             return _mutate(req, decision, ruleset, ctx, settings, cache, ref), decision
-        return _validate(req, decision, ruleset, ctx, settings, owned, cache, ref), decision
+        return _validate(req, decision, ruleset, ctx, settings, owned, cache, ref, cached_only), decision
+    except CacheMiss:
+        raise
     except Exception as exc:  # never crash, never a bare 500: answer per the failure mode
         return _failure(req, decision, settings, f"{type(exc).__name__}: {exc}"), decision
 
@@ -340,9 +378,9 @@ def _offending(obj: JsonObject, findings: list[Finding],
 
 
 def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalContext, settings: AdmissionSettings,
-              owned: bool, cache: EvaluationCache | None, ref: ObjectRef) -> JsonObject:
+              owned: bool, cache: EvaluationCache | None, ref: ObjectRef, cached_only: bool = False) -> JsonObject:
     assert req.obj is not None
-    done = _evaluate(req.obj, ruleset, ctx, settings, cache, ref)
+    done = _evaluate(req.obj, ruleset, ctx, settings, cache, ref, cached_only)
     findings = done.findings
     errors = _internal_errors(done)
     if errors:
@@ -354,7 +392,8 @@ def _validate(req: Request, decision: Decision, ruleset: RuleSet, ctx: EvalConte
         # update (people must be able to fix other things). Changing the offending value, even from one
         # incompatible value to another, is a new problem and denies.
         kinds = ctx.kb.kinds
-        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache).findings, kinds))
+        before = set(_offending(req.old, _evaluate(req.old, ruleset, ctx, settings, cache,
+                                                   cached_only=cached_only).findings, kinds))
         now = _offending(req.obj, blocking, kinds)
         blocking = [f for f, key in zip(blocking, now, strict=True) if key not in before]
     if owned and settings.owned_pods == "warn":

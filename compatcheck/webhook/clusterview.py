@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, Protocol
 
 from compatcheck.core.cel import warm as warm_cel
@@ -47,6 +46,7 @@ from compatcheck.core.cluster import (
 from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.dra import DraIndex, Inventory, build_inventory
 from compatcheck.core.dra import build_index as build_dra_index
+from compatcheck.core.jsonutil import fast_json
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
 from compatcheck.core.model import Diagnostic, Severity
@@ -276,6 +276,39 @@ def _slim_spec(obj: dict[str, Any]) -> dict[str, Any]:
 DRA_VERSIONS = ("V1", "V1beta2", "V1beta1")
 
 
+# The list_* keyword arguments the view passes, and their query parameters (as the generated client names them).
+_QUERY = {"limit": "limit", "_continue": "continue", "label_selector": "labelSelector", "watch": "watch",
+          "resource_version": "resourceVersion", "allow_watch_bookmarks": "allowWatchBookmarks",
+          "timeout_seconds": "timeoutSeconds"}
+
+
+class _RawList:
+    """A LIST or WATCH of one collection through the ApiClient (its configuration: auth, TLS, proxy), called as the
+    generated ``list_*`` methods are with ``_preload_content=False``, answering their raw urllib3 response and
+    raising ApiException for a non-2xx status as they do. The generated API classes are not imported: with the
+    kubernetes client 3x, importing CoreV1Api and the three ResourceApi versions took ~1.4 s of CPU, a quarter of
+    the webhook's time to ready with 20,000 Nodes, for four GET paths. No docstring on ``__call__``: the
+    client's Watch then hands out plain dicts (see ``_Watcher.run``)."""
+
+    def __init__(self, api_client: Any, path: str) -> None:
+        self.api, self.path = api_client, path  # path: may hold {namespace}
+
+    def __call__(self, _preload_content: bool = False, _request_timeout: Any = None, namespace: str = "",
+                 **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        query = [(_QUERY[k], str(v).lower() if isinstance(v, bool) else v) for k, v in kwargs.items()
+                 if v is not None]
+        req = self.api.param_serialize(method="GET", resource_path=self.path.format(namespace=namespace),
+                                       query_params=query, header_params={"Accept": "application/json"},
+                                       auth_settings=["BearerToken"])
+        resp = self.api.call_api(*req, _request_timeout=_request_timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response
+
+
 class _FirstServed:
     """One resource listed through several API versions, newest first: a list (or a probe) uses the first version
     the API server serves (404: the next one; so an upgrade that adds v1, or one that stops serving a beta, is
@@ -308,6 +341,18 @@ KSERVE_GROUP, KSERVE_VERSION = "serving.kserve.io", "v1alpha1"
 # An optional resource (the DRA API, KServe's runtimes) that the API server does not serve (404) or that the chart
 # gave no right to read (403): the view goes on without it and looks again this often.
 ABSENT_RETRY = 60.0
+
+
+def _decode(body: bytes) -> Any:
+    """A LIST page: orjson where installed (the webhook extra brings it; 2x the json module on a page of Nodes),
+    the json module for what orjson refuses."""
+    fast = fast_json()
+    if fast is not None:
+        try:
+            return fast.loads(body)
+        except fast.JSONDecodeError:
+            pass
+    return json.loads(body)
 
 
 class _Watcher(threading.Thread):
@@ -347,7 +392,7 @@ class _Watcher(threading.Thread):
                 kwargs["_continue"] = token
             resp = self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT),
                                **kwargs)
-            data = json.loads(resp.data)
+            data = _decode(resp.data)
             # The items of a LIST carry no apiVersion/kind (only the list does). Put them back, so that every
             # reader sees an object as a GET or a watch event gives it: the CRL schema requires both, and without
             # them every listed CRL ConfigMap was judged invalid (defaults lost on every start and re-list).
@@ -506,14 +551,11 @@ class LiveView:
     def __init__(self, kb: KnowledgeBase, api_client: Any, metrics: Any = None, debounce: float = 0.2,
                  dra: bool = True, serving_runtimes: bool = True,
                  admission_plugins: frozenset[str] = frozenset(), driver_policy: DriverPolicy = DEFAULT_POLICY) -> None:
-        from kubernetes import client
-
         self.kb = kb
         self.admission_plugins = admission_plugins
         self.driver_policy = driver_policy
         self.metrics = metrics
         self.debounce = debounce
-        core = client.CoreV1Api(api_client)
         self._stop = threading.Event()
         self._dirty = threading.Event()
         self._rebuild_lock = threading.Lock()
@@ -525,28 +567,25 @@ class LiveView:
 
         self.node_problems = NodeProblemLog(metrics)
         self.compactor = NodeCompactor()
-        self.node_watch = _Watcher("nodes", core.list_node, {}, self.compactor, self._dirty.set,
-                                   restart("nodes"), self._stop)
-        self.crl_watch = _Watcher("configmaps", core.list_namespaced_config_map,
+        self.node_watch = _Watcher("nodes", _RawList(api_client, "/api/v1/nodes"), {}, self.compactor,
+                                   self._dirty.set, restart("nodes"), self._stop)
+        self.crl_watch = _Watcher("configmaps", _RawList(api_client, "/api/v1/namespaces/{namespace}/configmaps"),
                                   {"namespace": CRL_NAMESPACE, "label_selector": CRL_SELECTOR}, lambda o: o,
                                   self._dirty.set, restart("configmaps"), self._stop)
         self._watchers: tuple[_Watcher, ...] = (self.node_watch, self.crl_watch)
         self.dra_watches: tuple[_Watcher, ...] = ()
         if dra:  # resource.k8s.io: where no version is served, the view goes on without it
-            apis = [getattr(client, f"Resource{v}Api")(api_client) for v in DRA_VERSIONS]
             self.dra_watches = tuple(
-                _Watcher(name, _FirstServed([getattr(api, method) for api in apis]), {}, _slim_spec, self._dirty.set,
-                         restart(name), self._stop, optional=True) for name, method in (
-                    ("resourceslices", "list_resource_slice"), ("deviceclasses", "list_device_class"),
-                    ("resourceclaimtemplates", "list_resource_claim_template_for_all_namespaces"),
-                    ("resourceclaims", "list_resource_claim_for_all_namespaces")))
+                _Watcher(name, _FirstServed([_RawList(api_client, f"/apis/resource.k8s.io/{v.lower()}/{name}")
+                                             for v in DRA_VERSIONS]), {}, _slim_spec, self._dirty.set,
+                         restart(name), self._stop, optional=True)
+                for name in ("resourceslices", "deviceclasses", "resourceclaimtemplates", "resourceclaims"))
             self._watchers += self.dra_watches
         self._dra_cache: tuple[tuple[str, ...], Inventory, DraIndex] | None = None
         self.runtime_watches: tuple[_Watcher, ...] = ()
         if serving_runtimes:  # KServe (where installed): what InferenceServices that name a model format run on
-            custom = client.CustomObjectsApi(api_client)
-            self.runtime_watches = tuple(_Watcher(plural, partial(custom.list_cluster_custom_object, KSERVE_GROUP,
-                                                                  KSERVE_VERSION, plural), {}, _slim_spec,
+            self.runtime_watches = tuple(_Watcher(plural, _RawList(api_client, f"/apis/{KSERVE_GROUP}/{KSERVE_VERSION}/"
+                                                                               f"{plural}"), {}, _slim_spec,
                                                   self._dirty.set, restart(plural), self._stop, optional=True)
                                          for plural in ("servingruntimes", "clusterservingruntimes"))
             self._watchers += self.runtime_watches

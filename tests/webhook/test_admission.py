@@ -363,6 +363,51 @@ def test_evaluation_cache_is_invisible(loaded: Loaded, ctx: EvalContext) -> None
     assert "Deployment b/d2" in again["response"]["status"]["message"]
 
 
+def test_review_cached_answers_only_what_needs_no_evaluation(loaded: Loaded, ctx: EvalContext) -> None:
+    """What the webhook answers on its event loop: the same answer as ``review``, or CacheMiss."""
+    from compatcheck.core.admission import CacheMiss, EvaluationCache, review_cached
+
+    cache, s = EvaluationCache(), AdmissionSettings(owned_pods="enforce")
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r", "controller": True}]
+    first = pod(args=["--dtype=bfloat16"], uid="a", ownerReferences=owner)
+    twin = copy.deepcopy(first)
+    twin["metadata"].update(name="p-2", uid="b")
+    body_a, body_b = request(first), request(twin, uid="u-2")
+    with pytest.raises(CacheMiss):  # nothing cached yet
+        review_cached(body_a, "validate", loaded.ruleset, ctx, s, cache)
+    with pytest.raises(CacheMiss):  # no cache at all
+        review_cached(body_a, "validate", loaded.ruleset, ctx, s, None)
+    assert (cache.hits, cache.misses) == (0, 0)
+    review(body_a, "validate", loaded.ruleset, ctx, s, cache)
+    plain_b, _ = review(body_b, "validate", loaded.ruleset, ctx, s)
+    inline_b, decision = review_cached(body_b, "validate", loaded.ruleset, ctx, s, cache)
+    assert inline_b == plain_b and inline_b["response"]["allowed"] is False
+    assert "Pod default/p-2" in inline_b["response"]["status"]["message"]
+    assert decision.denied_rules == ["cuda-driver-behind-runtime", "dtype-unsupported-by-gpu"]
+    assert (cache.hits, cache.misses) == (1, 1)
+    with pytest.raises(CacheMiss):  # /mutate applies and diffs fixes: always the review thread's
+        review_cached(body_b, "mutate", loaded.ruleset, ctx, s, cache)
+    # an UPDATE that would be denied needs its old object's evaluation too
+    worse = copy.deepcopy(twin)
+    worse["spec"]["containers"][0]["image"] = "nvidia/cuda:13.1.0-base-ubuntu24.04"
+    update = request(worse, operation="UPDATE", old=twin, uid="u-3")
+    review(request(worse, uid="u-4"), "validate", loaded.ruleset, ctx, s, cache)  # the new object is cached
+    other = EvaluationCache()
+    review(request(worse, uid="u-4"), "validate", loaded.ruleset, ctx, s, other)
+    with pytest.raises(CacheMiss):  # its old object is not, in ``other``
+        review_cached(update, "validate", loaded.ruleset, ctx, s, other)
+    plain, _ = review(update, "validate", loaded.ruleset, ctx, s)
+    assert review_cached(update, "validate", loaded.ruleset, ctx, s, cache)[0] == plain  # both are, in ``cache``
+    # skips and the failure mode's answers need no evaluation: answered whatever the cache holds
+    deleted = request(None, operation="DELETE", old=first, uid="u-5")
+    assert review_cached(deleted, "validate", loaded.ruleset, ctx, s, EvaluationCache())[0] == \
+        review(deleted, "validate", loaded.ruleset, ctx, s)[0]
+    unsynced, decision = review_cached(body_a, "validate", loaded.ruleset, ctx, s, None, "not synced")
+    assert unsynced["response"]["allowed"] is True and decision.internal_error == "not synced"
+    with pytest.raises(ReviewError):
+        review_cached({"kind": "AdmissionReview"}, "validate", loaded.ruleset, ctx, s, cache)
+
+
 def test_evaluation_cache_keeps_per_object_exemptions_and_suppressions(loaded: Loaded, ctx: EvalContext) -> None:
     """Config exemptions may name namespaces and objects (identity the key leaves out), and suppression
     annotations change the answer: a hit must still give exactly the uncached answer."""

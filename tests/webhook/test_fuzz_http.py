@@ -18,7 +18,7 @@ from compatcheck.webhook import app as app_module
 from compatcheck.webhook.app import State, make_app
 from compatcheck.webhook.clusterview import StaticView
 from compatcheck.webhook.metrics import Metrics
-from tests.conftest import SHARED
+from tests.conftest import ROOT, SHARED
 from tests.test_fuzz_hostile import mutate_object, mutate_text
 
 pytestmark = pytest.mark.asyncio
@@ -108,3 +108,47 @@ async def test_an_overrunning_review_is_answered_per_the_failure_mode(aiohttp_cl
     body = await resp.json()
     assert resp.status == 200 and body["response"]["uid"] == uid and body["response"]["allowed"] is True
     assert body["response"]["warnings"] == ["compatcheck: not evaluated (the review took more than 0.2 s)"]
+
+
+async def test_a_cached_review_is_answered_on_the_event_loop(aiohttp_client: Any, loaded: Loaded,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica of an object already evaluated is answered without the review thread (``review_cached``), with the
+    answer the thread would give; a body past INLINE_MAX_BODY always goes to the thread."""
+    real, threads = app_module.review, []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        import threading
+
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(app_module, "review", counted)
+    view = StaticView(loaded.kb, str(ROOT / "examples" / "cluster-profile.yaml"), [])
+    client = await aiohttp_client(make_app(State(loaded.ruleset, AdmissionSettings(), view, Metrics())))
+
+    def replica(i: int, padding: int = 0) -> bytes:
+        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"p-{i}", "namespace": "d", "uid": f"pod-{i}", "annotations": {"pad": "x" * padding}},
+            "spec": {"nodeSelector": {"nvidia.com/gpu.product": "Tesla-T4"}, "containers": [{
+                "name": "c", "image": "vllm/vllm-openai:v0.9.2", "args": ["--dtype=bfloat16"],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+        return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": f"u-{i}", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+            "namespace": "d", "object": obj, "dryRun": False}}).encode()
+
+    answers = []
+    for i in range(3):
+        resp = await client.post("/validate", data=replica(i))
+        assert resp.status == 200
+        answers.append((await resp.json())["response"])
+    assert threads == ["compatcheck-review_0"]  # the first only: the other two were cache hits
+    assert [a["uid"] for a in answers] == ["u-0", "u-1", "u-2"]
+    for i, a in enumerate(answers):  # the thread's answer and the loop's are the same, for each object's name
+        assert a["allowed"] is False and a["status"]["message"].startswith(f"compatcheck denied Pod d/p-{i}:\n")
+        assert a["status"]["message"].split("\n")[1:] == answers[0]["status"]["message"].split("\n")[1:]
+        assert "- dtype-unsupported-by-gpu: --dtype bfloat16 needs compute capability >= 8.0" in a["status"]["message"]
+    big = replica(3, app_module.INLINE_MAX_BODY)
+    for _ in range(2):  # the same big object twice: a cache hit, but answered from the thread both times
+        resp = await client.post("/validate", data=big)
+        assert resp.status == 200 and (await resp.json())["response"]["uid"] == "u-3"
+    assert threads == ["compatcheck-review_0"] * 3

@@ -229,6 +229,29 @@ def test_health_ready_and_metrics(server: Server) -> None:
                                                       data=b"{}"), timeout=5)
 
 
+def test_open_connections_cost_little_memory(server: Server) -> None:
+    """Each TLS connection holds a 64 KiB read buffer (server.TLS_READ_BUFFER), not asyncio's 256 KiB: 64 open
+    connections, each with a request answered on it, grow the webhook's RSS by well under the 16 MiB that asyncio's
+    buffers alone would take (measured: ~5 MiB, against ~18 MiB before)."""
+
+    def rss_kib() -> int:
+        status = Path(f"/proc/{server.proc.pid}/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+
+    body = example_review(DENIED)
+    server.post("/validate", body)  # warm: the review's caches
+    before = rss_kib()
+    conns = [server.conn() for _ in range(64)]
+    try:
+        for c in conns:
+            assert server.post("/validate", body, c)[0] == 200
+        grown = rss_kib() - before
+    finally:
+        for c in conns:
+            c.close()
+    assert grown < 10 * 1024, f"64 connections grew the RSS by {grown} KiB"
+
+
 def test_private_key_is_0600(server: Server) -> None:
     assert (server.certs / "tls.key").stat().st_mode & 0o777 == 0o600
 
