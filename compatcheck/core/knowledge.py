@@ -800,8 +800,9 @@ def _version_source(f: JsonObject, where: str) -> VersionSource:
     match = _regex(f["match"], f"{where} versionFrom") if f.get("match") else None
     if match is not None and "version" not in match.groupindex:
         raise KnowledgeError(f"{where}: versionFrom match {f['match']!r} needs a (?P<version>) group")
-    return VersionSource("label", str(f["label"]), match) if "label" in f \
-        else VersionSource("env", str(f["env"]), match)
+    compiled = match.compiled() if match is not None else None
+    return VersionSource("label", str(f["label"]), compiled) if "label" in f \
+        else VersionSource("env", str(f["env"]), compiled)
 
 
 _LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/:-_@=,;<>!%&~'\"`")
