@@ -141,22 +141,20 @@ CASES = [
          0, [], 0,
          "A chart's _helpers.tpl named on the command line: {{ define }} blocks read as an "
          'unrendered template, skipped with a note, no error.'),
-    pytest.param(Case('R10',
-             'triton-inference-server__server/deploy/gcp/templates/deployment.yaml',
-             'ab2b90369b5fc0d31e7dc231d56d11130a7ca9fd465c583c7143c41174f0973a',
-             0, [],
-             [],
-             [(30, 'document 1 looks like an unrendered template ({{ ... }}); skipped')],
-             1, [
-              ('Deployment', 30, ("template not rendered: '{{ .Values.image.numGpus }}' (render it first: envsubst, "
-                'helm template)'))], 0,
-             "The Triton chart's GPU Deployment template (nvidia.com/gpu: {{ .Values.image.numGpus "
-             '}}), linted without rendering: skipped with a template note; it asks for a GPU, so it '
-             'must end with a not-checked record.'),
-         marks=pytest.mark.xfail(strict=True, reason=(
-             'a Helm template linted without rendering is skipped with a note only: its '
-             "nvidia.com/gpu request from {{ .Values.image.numGpus }} gets no not-checked 'template "
-             "not rendered' record (GPU workloads: 0), so the blind spot is silent"))),
+    Case('R10',
+         'triton-inference-server__server/deploy/gcp/templates/deployment.yaml',
+         'ab2b90369b5fc0d31e7dc231d56d11130a7ca9fd465c583c7143c41174f0973a',
+         0, [],
+         [],
+         [(30, 'document 1 looks like an unrendered template ({{ ... }}); skipped')],
+         1, [
+          ('Deployment', 57, ("placeholder in a quantity: nvidia.com/gpu: '{{ .Values.image.numGpus }}' in a "
+                              'template that does not read as YAML (render it first: helm template, or lint the '
+                              'chart with --helm-chart DIR)'))], 0,
+         "The Triton chart's GPU Deployment template (nvidia.com/gpu: {{ .Values.image.numGpus "
+         '}} at L57), linted without rendering: it does not read as YAML (name: {{ template ... }} is a flow '
+         'mapping), so it is skipped with a template note; its text asks for a GPU in a container\'s limits, so it '
+         'ends with a not-checked record at the request\'s line.'),
     Case('R11',
          'triton-inference-server__server/deploy/gcp/templates/service.yaml',
          '821766123786cd18c8f638f55e01a10ecd37c8c565afc29b2069adb7569a7b10',

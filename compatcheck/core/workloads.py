@@ -43,8 +43,9 @@ class FlatContainer:
     name: str
     image_parts: tuple[str, ...] = ()  # () : ``image`` is a string
     image_sep: str = ":"
-    resources: str = "resources"
-    gpu_count: tuple[str, str] | None = None  # (count field of a non-Kubernetes resources, the resource it counts)
+    resources: str = "resources"  # a field of the location, or a path below it ("backendRuntimeConfig/resources")
+    # (count field of a non-Kubernetes resources, or a path below it: "gpu/count"; the resource it counts)
+    gpu_count: tuple[str, str] | None = None
     # Command-line flags the operator builds from its fields, in its order: (flag, or "" for a positional argument;
     # pointer relative to the location, ".." up), then a field of extra args as written. Findings on them point at
     # those fields.
@@ -482,7 +483,7 @@ def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatC
     for key in ("command", "args", "env"):
         if isinstance(spec.get(key), list):
             data[key] = spec[key]
-    resources = mapping(spec.get(flat.resources))
+    resources = mapping(_at(spec, "/" + flat.resources))
     claims: list[Json] = []
     for i, entry in enumerate(sequence(spec.get("draResources"))):
         only = [r for r in sequence(mapping(entry).get("requests")) if isinstance(r, str)]
@@ -490,7 +491,7 @@ def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatC
     if claims:  # NIM: every DRA resource is the model container's (as compatcheck.core.dra names them)
         resources = {**resources, "claims": claims}
     if flat.gpu_count is not None:
-        count = resources.get(flat.gpu_count[0])
+        count = _at(resources, "/" + flat.gpu_count[0])
         if count is not None:
             data["resources"] = {"limits": {flat.gpu_count[1]: count}}
     elif resources:

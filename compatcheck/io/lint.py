@@ -374,6 +374,7 @@ def _evaluate_all(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, op
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
         _unrendered(pf, loaded, report, options)
+        _unread_templates(pf, loaded, report, options)
 
 
 def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
@@ -391,6 +392,37 @@ def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: Lin
                 what = "placeholder in a quantity" if _in_quantity(obj, placeholder) else "template not rendered"
                 report.not_checked.append(NotChecked(object_ref(obj), path, line, f"{what}: {placeholder!r} (render "
                                                      "it first: envsubst, helm template)"))
+
+
+# Kinds whose GPU quantities are not a container's request (quotas, queues, autoscalers' node pools, nodes):
+# a template of one of them that does not read as YAML is no GPU workload.
+_GPU_LIMIT_KINDS = frozenset({"ResourceQuota", "LimitRange", "ElasticQuota", "ClusterQueue", "LocalQueue", "Queue",
+                              "ResourceFlavor", "NodePool", "Provisioner", "NodeClass", "EC2NodeClass",
+                              "ClusterPolicy", "Cohort"})
+
+
+def _unread_templates(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
+    """Documents skipped because they do not read as YAML before rendering (``compatcheck.io.templates``) whose text
+    asks for a GPU in a container's limits or requests: GPU workloads, not checked, at the line of the request."""
+    kinds = loaded.kb.kinds or default_kinds()
+    for t in pf.unread_templates:
+        if t.kind in _NEVER_WORKLOADS or t.kind in _GPU_LIMIT_KINDS or t.kind in _READ_KINDS:
+            continue
+        if not t.has_container and (t.kind is None or t.kind not in kinds.names):
+            continue  # no container of its own and no kind that has one: not read as a workload
+        report.gpu_workloads += 1
+        path = options.source_map(Document(pf.path, 0, {}, t.line, {}, []), "", t.line)[0] \
+            if options.source_map is not None else pf.path
+        render = "render it first: helm template, or lint the chart with --helm-chart DIR"
+        if t.placeholder:
+            reason = (f"placeholder in a quantity: {t.resource}: {t.value!r} in a template that does not read as "
+                      f"YAML ({render})")
+        else:
+            reason = (f"template not rendered: the document does not read as YAML before rendering; it asks for "
+                      f"{t.resource}: {t.value} ({render})")
+        meta = {k: v for k, v in (("name", t.name), ("namespace", t.namespace)) if v is not None}
+        ref = object_ref({"apiVersion": t.api_version, "kind": t.kind, "metadata": meta})
+        report.not_checked.append(NotChecked(ref, path, t.line, reason))
 
 
 def _in_quantity(node: Any, placeholder: str, quantities: bool = False) -> bool:

@@ -40,6 +40,7 @@ from compatcheck.core.jsonutil import MAX_DEPTH as MAX_JSON_DEPTH
 from compatcheck.core.jsonutil import MAX_INT_DIGITS, json_too_deep, refuse_huge_int
 from compatcheck.core.model import Diagnostic, DuplicateKey, Severity
 from compatcheck.core.pointers import escape_token, split_pointer
+from compatcheck.io.templates import TemplateGpu, gpu_request
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 # Alias expansion ("billion laughs") is bounded per document.
@@ -97,6 +98,9 @@ class ParsedFile:
     # Documents skipped as unrendered templates (a ${VAR} or {{ }} value): (line, the data read, the placeholder),
     # for the coverage (a GPU workload among them is "not checked: template not rendered").
     unrendered: list[tuple[int, Any, str]] = field(default_factory=list)
+    # Documents skipped because they do not read as YAML before rendering (a Helm template's '{{- if }}' lines) that
+    # ask for a GPU, as their text says (``compatcheck.io.templates``): GPU workloads, "not checked" too.
+    unread_templates: list[TemplateGpu] = field(default_factory=list)
 
 
 class _DocumentBuilder:
@@ -805,6 +809,8 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                 if "{{" in bad_line:
                     result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
                                                     "({{ ... }}); skipped", line))
+                    if first_only:
+                        _template_gpu(text, line_offset, result)
                 else:
                     result.errors.append(Diagnostic(path, f"document {index + 1}: {exc}", line))
                 index += 1
@@ -837,6 +843,8 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                 _note(path, "looks like an unrendered template ({{ ... }} or ${VAR}); skipped the rest of the "
                       + ("document" if first_only else "file") + " (render it first, e.g. helm template)", err.line)
             )
+            if first_only and index == first_index:
+                _template_gpu(text, line_offset, result)
         else:
             result.errors.append(err)
         index = max(index, first_index + 1) if first_only else index
@@ -844,6 +852,13 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
         result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
         index = max(index, first_index + 1) if first_only else index
     return index
+
+
+def _template_gpu(text: str, line_offset: int, result: ParsedFile) -> None:
+    """Record a document skipped as a template that does not read as YAML, if its text asks for a GPU."""
+    found = gpu_request(text, line_offset)
+    if found is not None:
+        result.unread_templates.append(found)
 
 
 def _offset_of_line(text: str, line: int) -> int:
