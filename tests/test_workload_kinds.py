@@ -169,7 +169,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "trainjobs.trainer.kubeflow.org.yaml": [],
     # vLLM production-stack (no placement fields: nothing pins a driver)
     "vllmruntimes.production-stack.vllm.ai.yaml": [],
-    # Substratus (no placement fields: nothing pins a driver), Kthena
+    # llmaz, Substratus (no placement fields: nothing pins a driver), Kthena
+    "playgrounds.inference.llmaz.io.yaml": [],
     "servers.substratus.ai.yaml": [],
     "models.substratus.ai.yaml": [],
     "notebooks.substratus.ai.yaml": [],

@@ -28,6 +28,7 @@ from compatcheck.core.discovery import discover, is_custom_resource
 from compatcheck.core.jsonutil import JsonObject, sequence
 from compatcheck.core.knowledge import ASSUMED_MARK
 from compatcheck.core.kserve import resolve_predictors
+from compatcheck.core.llmaz import resolve_playground
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.shapes import pod_spec_problems
@@ -97,6 +98,7 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         pods = targets_at(obj, discover(obj))
         discovered = bool(pods)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
+    resolve_playground(obj, pods, ctx.llmaz)  # llmaz: a Playground's model flavors and backend runtime
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}
@@ -196,7 +198,9 @@ def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[
                                                       f"container {c.name}"))
         runtime = analysis.runtime(c)
         if runtime.version is None:
-            if runtime.absent and "not an image reference" in runtime.problem:
+            if pod.unknown_image:  # an image another object (not in the input) gives: named
+                out.extend((p, f"image CUDA unknown: {why}") for p, why in pod.unknown_image)
+            elif runtime.absent and "not an image reference" in runtime.problem:
                 out.append((runtime.pointer, f"template not rendered: {runtime.problem} (container {c.name})"))
             elif not runtime.absent:
                 out.append((runtime.pointer, f"image CUDA unknown: {runtime.problem or runtime.origin} "

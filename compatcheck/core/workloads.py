@@ -295,6 +295,8 @@ class PodTarget:
     flat: bool = False  # an operator's flat spec, read as one container (FlatContainer)
     # GPU requests of the operator's own fields that the table cannot read (pointer, why): not checked, said so.
     unknown_gpu: list[tuple[str, str]] = field(default_factory=list)
+    # Images an operator takes from another object that is not in the input (pointer, why): not checked, said so.
+    unknown_image: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _walk(node: Json, tokens: list[str], prefix: str) -> Iterator[tuple[str, Json]]:

@@ -21,6 +21,8 @@ from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
+from compatcheck.core.llmaz import KINDS as LLMAZ_KINDS
+from compatcheck.core.llmaz import build_index as build_llmaz_index
 from compatcheck.core.matrix import Matrix, build_matrix, pool_of, restrict
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
@@ -69,8 +71,9 @@ class LintOptions:
 
 
 # Kinds the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and templates (what the pods' claims
-# resolve to; ServingRuntimes hold pod specs already).
-_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
+# resolve to; ServingRuntimes hold pod specs already), llmaz's OpenModels and BackendRuntimes (a Playground's GPUs and
+# image).
+_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS) | frozenset(LLMAZ_KINDS)
 
 
 def may_matter(kind: str, text: str, kinds: KindTable | None = None) -> bool:
@@ -171,7 +174,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     report.add(_dra_api_versions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
-    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
+    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes, llmaz=build_llmaz_index(objects),
                       admission_plugins=options.config.admission_plugins, driver_policy=options.config.driver_policy)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
