@@ -171,6 +171,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "vllmruntimes.production-stack.vllm.ai.yaml": [],
     # llmaz, Substratus (no placement fields: nothing pins a driver), Kthena
     "playgrounds.inference.llmaz.io.yaml": [],
+    "workspaces.kaito.sh.yaml": [
+        ("/inference/template/spec/nodeSelector", "vllm", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570))],
     "servers.substratus.ai.yaml": [],
     "models.substratus.ai.yaml": [],
     "notebooks.substratus.ai.yaml": [],
