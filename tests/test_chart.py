@@ -548,7 +548,7 @@ def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v
     """An object of ``kind`` whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads it for
     ``location`` of the workload table: a template location's own metadata, else the object's (the pod spec
     there has a container with no resources). ``*`` becomes one list item (an object key for a mapping reads the
-    same)."""
+    same; a leading one, over the object's keys, one key ``any``)."""
     from compatcheck.core.pointers import split_pointer
 
     api_version = f"{group}/{version}" if group else version
@@ -567,9 +567,11 @@ def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v
     node: Any = obj
     for i, t in enumerate(tokens):
         last = i == len(tokens) - 1
-        if t == "*":
-            continue
         child: Any = leaf if last else ([{}] if tokens[i + 1] == "*" else {})
+        if t == "*":
+            if isinstance(node, dict):  # a wildcard over the object's own keys (Kaito's "/*/preset"): one key
+                node["any"] = node = child
+            continue
         if isinstance(node, list):
             node[0][t] = child
         else:
