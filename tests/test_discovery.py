@@ -148,10 +148,10 @@ def test_lint_reads_an_unknown_kind_with_containers_and_says_so(loaded: Loaded) 
 def patched_roles(gpus: Any) -> dict[str, Any]:
     """A custom resource whose pod template holds no GPU, and a role that patches it by name with a GPU request (the
     shape of RoleBasedGroup's roles[].standalonePattern.templateRef.patch)."""
+    patch = {"spec": {"containers": [{"name": "engine", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
     return cr({"roleTemplates": [{"name": "base", "template": {"spec": {"containers": [
                    {"name": "engine", "image": IMAGE}]}}}],
-               "roles": [{"name": "decode", "standalonePattern": {"templateRef": {"name": "base", "patch": {
-                   "spec": {"containers": [{"name": "engine", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}}}}]},
+               "roles": [{"name": "decode", "standalonePattern": {"templateRef": {"name": "base", "patch": patch}}}]},
               kind="RoleGroup")
 
 
