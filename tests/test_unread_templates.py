@@ -186,3 +186,30 @@ def test_the_text_reader_alone() -> None:
     assert gpu_request("kind: Job\nspec:\n  resources:\n    limits:\n      nvidia.com/gpu:\n") is None
     assert all(gpu_request(t) is None for t in NOT_REQUESTS.values()
                if "NodePool" not in t and "ResourceQuota" not in t)
+
+
+def test_a_template_of_a_kind_skipped_unparsed_is_still_read(loaded: Loaded) -> None:
+    # A kind the table does not know whose text has no 'image' (the chart sets it in a helper) is skipped without
+    # parsing; its containers' GPU request, indented under '{{- if }}', still makes it a GPU workload.
+    text = """\
+apiVersion: machinelearning.seldon.io/v1
+kind: SeldonDeployment
+metadata:
+  name: sd
+spec:
+  predictors:
+    - componentSpecs:
+        - spec:
+            containers:
+              - name: inference
+                resources:
+                  limits:
+                    {{- if gt (int .Values.gpus) 0 }}
+                    nvidia.com/gpu: {{ .Values.gpus }}
+                    {{- end }}
+"""
+    workloads, records = lint(loaded, {"sd.yaml": text})
+    assert workloads == 1
+    assert records == [("SeldonDeployment", None, "sd", "sd.yaml", 14,
+                        "placeholder in a quantity: nvidia.com/gpu: '{{ .Values.gpus }}' in a template that does not "
+                        f"read as YAML ({RENDER})")]

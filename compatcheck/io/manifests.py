@@ -548,6 +548,8 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
         if kind is not None and not wanted(kind, chunk):
             if not _syntax_error(path, chunk, chunk_line, result):
                 result.skipped += 1
+                if "{{" in chunk and HELM_MARKER.search(chunk) and not _reads_as_yaml(chunk):
+                    _template_gpu(chunk, chunk_line, result)  # a template of a kind not read: GPUs said, not silent
             index += 1
             continue
         index = _compose(path, chunk, chunk_line, index, result, strict, check_templates=True, first_only=True)
@@ -852,6 +854,14 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
         result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
         index = max(index, first_index + 1) if first_only else index
     return index
+
+
+def _reads_as_yaml(text: str) -> bool:
+    try:
+        _raw_parse(text)
+    except YAMLError:
+        return False
+    return True
 
 
 def _template_gpu(text: str, line_offset: int, result: ParsedFile) -> None:
