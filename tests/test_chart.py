@@ -303,6 +303,7 @@ def test_webhook_url_replaces_the_service(helm: str, url: str, host: str) -> Non
     (["--set", "driverPolicy.minorVersion=true"], "minorVersion"),
     (["--set", "driverPolicy.assumedSeverity=loud"], "/driverPolicy/assumedSeverity"),
     (["--set", "config.driverPolicy.forwardCompatibility=true"], "/config/driverPolicy"),
+    (["--set", "webhook.warnUnchecked=yes"], "/webhook/warnUnchecked"),
 ])
 def test_values_schema_rejects_bad_values(helm: str, args: list[str], message: str) -> None:
     proc = subprocess.run([helm, "template", "cc", str(CHART), *args], capture_output=True, text=True)
@@ -334,6 +335,31 @@ def test_the_driver_policy_value_is_rendered_into_the_config(helm: str, tmp_path
     assert load_config(str(tmp_path / "config.yaml")).driver_policy == DriverPolicy(
         policy["forwardCompatibility"], policy["minorVersionCompatibility"],
         None if policy["assumedSeverity"] == "rule" else Severity(policy["assumedSeverity"]))
+
+
+@pytest.mark.parametrize(("args", "warn"), [
+    ([], False),
+    (["--set", "webhook.warnUnchecked=true"], True),
+    (["--set", "webhook.warnUnchecked=true", "--set", "config.webhook.mode=warn"], True),
+])
+def test_the_warn_unchecked_value_is_rendered_into_the_config(helm: str, tmp_path: Path, args: list[str],
+                                                              warn: bool) -> None:
+    """webhook.warnUnchecked turns on the webhook's warnings on GPU objects it could not check (the config's
+    webhook.warnUnchecked, docs/coverage.md), keeping the rest of config.webhook."""
+    from compatcheck.io.config import load_config
+
+    cm = next(o for o in by_kind(template(helm, *args), "ConfigMap") if o["metadata"]["name"].endswith("-config"))
+    rendered = YAML(typ="safe").load(cm["data"]["config.yaml"])
+    assert rendered["webhook"].get("warnUnchecked", False) is warn
+    assert rendered["webhook"]["mode"] == ("warn" if "config.webhook.mode=warn" in args else "enforce")
+    (tmp_path / "config.yaml").write_text(cm["data"]["config.yaml"])
+    assert load_config(str(tmp_path / "config.yaml")).warn_unchecked is warn
+    if warn:
+        (plain,) = by_kind(template(helm), "Deployment")
+        (warned,) = by_kind(template(helm, *args), "Deployment")
+        key = "checksum/config"
+        assert plain["spec"]["template"]["metadata"]["annotations"][key] != \
+            warned["spec"]["template"]["metadata"]["annotations"][key]
 
 
 def test_a_driver_policy_change_rolls_the_pods(helm: str) -> None:
@@ -522,7 +548,7 @@ def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v
     """An object of ``kind`` whose only GPU is KAI's gpu-fraction annotation, where compatcheck reads it for
     ``location`` of the workload table: a template location's own metadata, else the object's (the pod spec
     there has a container with no resources). ``*`` becomes one list item (an object key for a mapping reads the
-    same)."""
+    same; a leading one, over the object's keys, one key ``any``)."""
     from compatcheck.core.pointers import split_pointer
 
     api_version = f"{group}/{version}" if group else version
@@ -541,9 +567,11 @@ def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v
     node: Any = obj
     for i, t in enumerate(tokens):
         last = i == len(tokens) - 1
-        if t == "*":
-            continue
         child: Any = leaf if last else ([{}] if tokens[i + 1] == "*" else {})
+        if t == "*":
+            if isinstance(node, dict):  # a wildcard over the object's own keys (Kaito's "/*/preset"): one key
+                node["any"] = node = child
+            continue
         if isinstance(node, list):
             node[0][t] = child
         else:

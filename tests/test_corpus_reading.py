@@ -141,22 +141,20 @@ CASES = [
          0, [], 0,
          "A chart's _helpers.tpl named on the command line: {{ define }} blocks read as an "
          'unrendered template, skipped with a note, no error.'),
-    pytest.param(Case('R10',
-             'triton-inference-server__server/deploy/gcp/templates/deployment.yaml',
-             'ab2b90369b5fc0d31e7dc231d56d11130a7ca9fd465c583c7143c41174f0973a',
-             0, [],
-             [],
-             [(30, 'document 1 looks like an unrendered template ({{ ... }}); skipped')],
-             1, [
-              ('Deployment', 30, ("template not rendered: '{{ .Values.image.numGpus }}' (render it first: envsubst, "
-                'helm template)'))], 0,
-             "The Triton chart's GPU Deployment template (nvidia.com/gpu: {{ .Values.image.numGpus "
-             '}}), linted without rendering: skipped with a template note; it asks for a GPU, so it '
-             'must end with a not-checked record.'),
-         marks=pytest.mark.xfail(strict=True, reason=(
-             'a Helm template linted without rendering is skipped with a note only: its '
-             "nvidia.com/gpu request from {{ .Values.image.numGpus }} gets no not-checked 'template "
-             "not rendered' record (GPU workloads: 0), so the blind spot is silent"))),
+    Case('R10',
+         'triton-inference-server__server/deploy/gcp/templates/deployment.yaml',
+         'ab2b90369b5fc0d31e7dc231d56d11130a7ca9fd465c583c7143c41174f0973a',
+         0, [],
+         [],
+         [(30, 'document 1 looks like an unrendered template ({{ ... }}); skipped')],
+         1, [
+          ('Deployment', 57, ("placeholder in a quantity: nvidia.com/gpu: '{{ .Values.image.numGpus }}' in a "
+                              'template that does not read as YAML (render it first: helm template, or lint the '
+                              'chart with --helm-chart DIR)'))], 0,
+         "The Triton chart's GPU Deployment template (nvidia.com/gpu: {{ .Values.image.numGpus "
+         '}} at L57), linted without rendering: it does not read as YAML (name: {{ template ... }} is a flow '
+         'mapping), so it is skipped with a template note; its text asks for a GPU in a container\'s limits, so it '
+         'ends with a not-checked record at the request\'s line.'),
     Case('R11',
          'triton-inference-server__server/deploy/gcp/templates/service.yaml',
          '821766123786cd18c8f638f55e01a10ecd37c8c565afc29b2069adb7569a7b10',
@@ -346,20 +344,20 @@ CASES = [
           ('MPIJob', 46, 'no nodes known: no --nodes file, and its node selection pins no GPU or driver')], 1,
          'A CRLF MPIJob kubeflow.org/v1alpha2 with nvidia.com/gpu: 1: read as kubectl reads it, '
          'linted; the NGC TF 21.03 image is not in the table (cuda-runtime-unknown).'),
-    pytest.param(Case('R28',
-             'kaito-project__kaito/examples__inference__arc-examples__kaito_workspace_phi_4_mini.yaml',
-             'b7a6a7a853ba497c017db331c002bda6c4c5c92857905ecfd7ffb7f6928a05cb',
-             0, [],
-             [],
-             [],
-             1, [('Workspace', 1, None)], 0,
-             "A Kaito Workspace (GPU inference preset, instanceType '<your-vm-sku>' placeholder), "
-             'CRLF with no final line end: read fine; it asks for a GPU through its instance type, '
-             'so it must end with a not-checked record.'),
-         marks=pytest.mark.xfail(strict=True, reason=(
-             'the Kaito Workspace kind is not in the kind table and has no pod spec to find by '
-             'shape; its GPU comes from resource.instanceType (a VM SKU), which nothing reads: no '
-             'finding and no not-checked record (GPU workloads: 0)'))),
+    Case('R28',
+         'kaito-project__kaito/examples__inference__arc-examples__kaito_workspace_phi_4_mini.yaml',
+         'b7a6a7a853ba497c017db331c002bda6c4c5c92857905ecfd7ffb7f6928a05cb',
+         0, [],
+         [],
+         [],
+         1, [
+          ('Workspace', 6, ("GPU request not read: '<your-vm-sku>' is not a profile the workload-kinds table "
+                            'knows: its GPUs are unknown')),
+          ('Workspace', 13, 'no nodes known: no --nodes file, and its node selection pins no GPU or driver')], 1,
+         "A Kaito Workspace (GPU inference preset, instanceType '<your-vm-sku>' placeholder), "
+         'CRLF with no final line end: read fine; its GPUs come from resource.instanceType (a VM SKU, '
+         "which the Workspace row's table of Kaito's NVIDIA SKUs maps to GPUs), and a placeholder is no SKU: a "
+         'not-checked record at L6 names it.'),
     Case('R29',
          'aws-samples__aws-do-eks/Container-Root__eks__deployment__aws-vpc-cni__cni-efa.yaml',
          '86603eb490806c6c84864d1070045d9a2304300f8bed8bda5b8034ddf4e67b42',

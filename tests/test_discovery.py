@@ -141,3 +141,44 @@ def test_lint_reads_an_unknown_kind_with_containers_and_says_so(loaded: Loaded) 
         ("cuda-affinity-mismatch", 7, MESSAGE)]
     assert [(n.path, n.line, n.message) for n in report.notes] == [
         ("ft.yaml", 5, note("FineTune", "/spec/template")[1])]
+
+
+# ---------------------------------------------------------------------------------------------- GPUs beside the pods
+
+def patched_roles(gpus: Any) -> dict[str, Any]:
+    """A custom resource whose pod template holds no GPU, and a role that patches it by name with a GPU request (the
+    shape of RoleBasedGroup's roles[].standalonePattern.templateRef.patch)."""
+    patch = {"spec": {"containers": [{"name": "engine", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}
+    return cr({"roleTemplates": [{"name": "base", "template": {"spec": {"containers": [
+                   {"name": "engine", "image": IMAGE}]}}}],
+               "roles": [{"name": "decode", "standalonePattern": {"templateRef": {"name": "base", "patch": patch}}}]},
+              kind="RoleGroup")
+
+
+def test_a_gpu_request_beside_the_pods_found_is_said_not_read(loaded: Loaded) -> None:
+    # Pods found by shape, none asks for a GPU, and a GPU request lies elsewhere in the spec (a patch over a named
+    # template): a GPU workload, not checked, pointing at the request.
+    where = "/spec/roles/0/standalonePattern/templateRef/patch/spec/containers/0/resources/limits/nvidia.com~1gpu"
+    findings, notes, unchecked = run(loaded, patched_roles("2"))
+    assert findings == []
+    assert notes == []  # the note names GPU pods found by shape; the template found holds none
+    assert unchecked == [(where, f"GPU request not read: nvidia.com/gpu: '2' at {where} is in none of the pod specs "
+                                 "found by shape (a patch over a template, or fields its operator reads; a row in the "
+                                 "workload-kinds table reads RoleGroup as its operator does)")]
+    result = evaluate(patched_roles("2"), loaded.ruleset, EvalContext(loaded.kb, None, CrlIndex()))
+    assert result.gpu is True
+
+
+@pytest.mark.parametrize("gpus", [0, "0"])
+def test_a_zero_request_beside_the_pods_is_no_gpu_workload(loaded: Loaded, gpus: Any) -> None:
+    result = evaluate(patched_roles(gpus), loaded.ruleset, EvalContext(loaded.kb, None, CrlIndex()))
+    assert (result.gpu, result.unchecked) == (False, [])
+
+
+def test_a_patch_alone_with_no_pod_found_is_not_a_workload(loaded: Loaded) -> None:
+    # A policy that patches GPU limits into pods (Kyverno-style: containers without an image) holds no pod itself.
+    obj = cr({"rules": [{"mutate": {"patchStrategicMerge": {"spec": {"containers": [
+        {"name": "*", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}]}, kind="ClusterPolicy",
+        api_version="kyverno.io/v1")
+    result = evaluate(obj, loaded.ruleset, EvalContext(loaded.kb, None, CrlIndex()))
+    assert (result.findings, result.problems, result.gpu, result.unchecked) == ([], [], False, [])

@@ -155,6 +155,8 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "dynamographdeployments.nvidia.com.yaml": [
         ("/spec/components/1/podTemplate/spec/nodeSelector", "main",
          r470("12.9", "annotation compatcheck.io/cuda-runtime", 575))],
+    "nimbuilds.apps.nvidia.com.yaml": [
+        ("/spec/nodeSelector", "nim-build-ctr", r470("12.8", "annotation compatcheck.io/cuda-runtime", 570))],
     "podcliquesets.grove.io.yaml": [("/spec/template/cliques/0/spec/podSpec/nodeSelector", "model-worker",
                                      r470("12.4", "image vllm/vllm-openai:v0.6.3", 550))],
     # Kubeflow Trainer v2 (a TrainJob is placed by its runtime: nothing of its own pins a driver)
@@ -167,6 +169,17 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "trainjobs.trainer.kubeflow.org.yaml": [],
     # vLLM production-stack (no placement fields: nothing pins a driver)
     "vllmruntimes.production-stack.vllm.ai.yaml": [],
+    # llmaz, Substratus (no placement fields: nothing pins a driver), Kthena
+    "playgrounds.inference.llmaz.io.yaml": [],
+    "workspaces.kaito.sh.yaml": [
+        ("/inference/template/spec/nodeSelector", "vllm", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570))],
+    "servers.substratus.ai.yaml": [],
+    "models.substratus.ai.yaml": [],
+    "notebooks.substratus.ai.yaml": [],
+    "datasets.substratus.ai.yaml": [],
+    "modelboosters.workload.serving.volcano.sh.yaml": [
+        ("/spec/backend/workers/0/affinity/nodeAffinity", "worker",
+         r470("12.8", "image vllm/vllm-openai:v0.9.2", 570))],
 }
 
 # Known gaps: the finding written above is the right one, and compatcheck does not give it yet (strict: a fix

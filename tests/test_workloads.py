@@ -93,7 +93,9 @@ def test_template_annotations_override_object_annotations() -> None:
 
 def test_the_flat_kinds_are_these() -> None:
     assert [(wk.kind, loc.pattern) for wk, loc in FLAT] == [
-        ("NIMService", "/spec"), ("TrainJob", "/spec/trainer"), ("VLLMRuntime", "/spec/deploymentConfig")]
+        ("NIMService", "/spec"), ("TrainJob", "/spec/trainer"), ("NIMBuild", "/spec"), ("Server", "/spec"),
+        ("Model", "/spec"), ("Notebook", "/spec"), ("Dataset", "/spec"), ("ModelBooster", "/spec/backend/workers/*"),
+        ("Playground", "/spec"), ("Workspace", "/*/preset"), ("VLLMRuntime", "/spec/deploymentConfig")]
 
 
 def test_a_nimservice_is_one_container_with_the_placement_of_its_spec() -> None:

@@ -23,12 +23,14 @@ from compatcheck.core.checks.base import (
     container_gpu_requests,
     quantity_int,
 )
-from compatcheck.core.cluster import required_terms
+from compatcheck.core.cluster import is_gpu_resource, required_terms
 from compatcheck.core.discovery import discover, is_custom_resource
-from compatcheck.core.jsonutil import JsonObject, sequence
+from compatcheck.core.jsonutil import Json, JsonObject, sequence
 from compatcheck.core.knowledge import ASSUMED_MARK
 from compatcheck.core.kserve import resolve_predictors
+from compatcheck.core.llmaz import resolve_playground
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, ObjectRef, Severity
+from compatcheck.core.pointers import escape_token
 from compatcheck.core.rules import Rule, RuleSet
 from compatcheck.core.shapes import pod_spec_problems
 from compatcheck.core.workloads import (
@@ -97,6 +99,7 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
         pods = targets_at(obj, discover(obj))
         discovered = bool(pods)
     resolve_predictors(obj, pods, ctx.serving_runtimes)  # KServe: the runtime a model format runs on
+    resolve_playground(obj, pods, ctx.llmaz)  # llmaz: a Playground's model flavors and backend runtime
     result = EvalResult(pods=pods)
     ref = object_ref(obj)
     sev = severities or {}
@@ -142,7 +145,42 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
                            "its shape and checked as a pod (a row in a rules directory's data/ reads it as its "
                            "operator does; docs/workloads.md)")
                 result.problems.append(Diagnostic("", message, pointer=where, severity=Severity.INFO, kind="note"))
+    if discovered and not result.gpu:
+        stray = _stray_gpu_request(obj, [p.pointer for p in pods])
+        if stray is not None:  # pods found by shape, and a GPU request in none of them: said, never silent
+            pointer, resource, value = stray
+            result.gpu = True
+            result.unchecked.append((pointer, f"GPU request not read: {resource}: {value!r} at {pointer} is in none "
+                                              "of the pod specs found by shape (a patch over a template, or fields "
+                                              f"its operator reads; a row in the workload-kinds table reads {ref.kind} "
+                                              "as its operator does)"))
     return result
+
+
+def _stray_gpu_request(obj: JsonObject, pod_pointers: list[str]) -> tuple[str, str, Json] | None:
+    """The first GPU request (a ``limits`` or ``requests`` mapping naming a GPU resource, in a quantity other than 0)
+    in ``obj``'s spec outside the pod specs at ``pod_pointers``, with its pointer."""
+    stack: list[tuple[Json, str, int]] = [(obj.get("spec"), "/spec", 0)]
+    budget = 20_000
+    while stack and budget > 0:
+        node, pointer, depth = stack.pop()
+        budget -= 1
+        if depth > 24 or any(pointer == p or pointer.startswith(p + "/") for p in pod_pointers):
+            continue
+        if isinstance(node, dict):
+            for section in ("limits", "requests"):
+                values = node.get(section)
+                if isinstance(values, dict):
+                    for k, v in values.items():
+                        q = quantity_int(v)
+                        if is_gpu_resource(str(k)) and (q is None or q > 0):
+                            return f"{pointer}/{section}/{escape_token(str(k))}", str(k), v
+            stack.extend((v, f"{pointer}/{escape_token(str(k))}", depth + 1) for k, v in reversed(list(node.items()))
+                         if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend((v, f"{pointer}/{i}", depth + 1) for i, v in reversed(list(enumerate(node)))
+                         if isinstance(v, dict | list))
+    return None
 
 
 def _check(deadline: float | None) -> None:
@@ -196,7 +234,9 @@ def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[
                                                       f"container {c.name}"))
         runtime = analysis.runtime(c)
         if runtime.version is None:
-            if runtime.absent and "not an image reference" in runtime.problem:
+            if pod.unknown_image:  # an image another object (not in the input) gives: named
+                out.extend((p, f"image CUDA unknown: {why}") for p, why in pod.unknown_image)
+            elif runtime.absent and "not an image reference" in runtime.problem:
                 out.append((runtime.pointer, f"template not rendered: {runtime.problem} (container {c.name})"))
             elif not runtime.absent:
                 out.append((runtime.pointer, f"image CUDA unknown: {runtime.problem or runtime.origin} "

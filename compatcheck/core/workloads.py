@@ -43,8 +43,9 @@ class FlatContainer:
     name: str
     image_parts: tuple[str, ...] = ()  # () : ``image`` is a string
     image_sep: str = ":"
-    resources: str = "resources"
-    gpu_count: tuple[str, str] | None = None  # (count field of a non-Kubernetes resources, the resource it counts)
+    resources: str = "resources"  # a field of the location, or a path below it ("backendRuntimeConfig/resources")
+    # (count field of a non-Kubernetes resources, or a path below it: "gpu/count"; the resource it counts)
+    gpu_count: tuple[str, str] | None = None
     # Command-line flags the operator builds from its fields, in its order: (flag, or "" for a positional argument;
     # pointer relative to the location, ".." up), then a field of extra args as written. Findings on them point at
     # those fields.
@@ -294,6 +295,8 @@ class PodTarget:
     flat: bool = False  # an operator's flat spec, read as one container (FlatContainer)
     # GPU requests of the operator's own fields that the table cannot read (pointer, why): not checked, said so.
     unknown_gpu: list[tuple[str, str]] = field(default_factory=list)
+    # Images an operator takes from another object that is not in the input (pointer, why): not checked, said so.
+    unknown_image: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _walk(node: Json, tokens: list[str], prefix: str) -> Iterator[tuple[str, Json]]:
@@ -482,7 +485,7 @@ def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatC
     for key in ("command", "args", "env"):
         if isinstance(spec.get(key), list):
             data[key] = spec[key]
-    resources = mapping(spec.get(flat.resources))
+    resources = mapping(_at(spec, "/" + flat.resources))
     claims: list[Json] = []
     for i, entry in enumerate(sequence(spec.get("draResources"))):
         only = [r for r in sequence(mapping(entry).get("requests")) if isinstance(r, str)]
@@ -490,7 +493,7 @@ def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatC
     if claims:  # NIM: every DRA resource is the model container's (as compatcheck.core.dra names them)
         resources = {**resources, "claims": claims}
     if flat.gpu_count is not None:
-        count = resources.get(flat.gpu_count[0])
+        count = _at(resources, "/" + flat.gpu_count[0])
         if count is not None:
             data["resources"] = {"limits": {flat.gpu_count[1]: count}}
     elif resources:

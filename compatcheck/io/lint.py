@@ -21,6 +21,8 @@ from compatcheck.core.drakinds import V1ALPHA2_KINDS, api_version_note, is_dra
 from compatcheck.core.engine import OBJECT_BUDGET, OverBudget, asks_for_gpu, evaluate
 from compatcheck.core.imageconfig import RegistryFacts
 from compatcheck.core.kserve import build_runtime_index
+from compatcheck.core.llmaz import KINDS as LLMAZ_KINDS
+from compatcheck.core.llmaz import build_index as build_llmaz_index
 from compatcheck.core.model import Diagnostic, DuplicateKey, Finding, Severity, SourceRef
 from compatcheck.core.suppress import split_suppressed
 from compatcheck.core.workloads import KindTable, default_kinds, object_ref, pod_targets
@@ -68,8 +70,9 @@ class LintOptions:
 
 
 # Kinds the pods' evaluation reads beside them: DRA DeviceClasses, ResourceClaims and templates (what the pods' claims
-# resolve to; ServingRuntimes hold pod specs already).
-_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS)
+# resolve to; ServingRuntimes hold pod specs already), llmaz's OpenModels and BackendRuntimes (a Playground's GPUs and
+# image).
+_READ_KINDS = frozenset(DRA_KINDS) | frozenset(V1ALPHA2_KINDS) | frozenset(LLMAZ_KINDS)
 
 
 def may_matter(kind: str, text: str, kinds: KindTable | None = None) -> bool:
@@ -170,7 +173,7 @@ def prepare(paths: list[str], loaded: Loaded, options: LintOptions, report: Lint
     report.add(_dra_api_versions(parsed, options))
     # KServe: the ServingRuntimes linted together are what InferenceServices naming a model format run on.
     runtimes = build_runtime_index(objects)
-    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes,
+    ctx = EvalContext(loaded.kb, cluster, index, dra=dra, serving_runtimes=runtimes, llmaz=build_llmaz_index(objects),
                       admission_plugins=options.config.admission_plugins, driver_policy=options.config.driver_policy)
     registry = options.config.registry
     if registry.lookups or registry.offline or options.image_facts:
@@ -376,6 +379,7 @@ def _evaluate_all(parsed: list[ParsedFile], ctx: EvalContext, loaded: Loaded, op
                 if keep is not None:
                     keep.append(LintedObject(pf, doc, prefix, obj, kept))
         _unrendered(pf, loaded, report, options)
+        _unread_templates(pf, loaded, report, options)
 
 
 def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
@@ -393,6 +397,37 @@ def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: Lin
                 what = "placeholder in a quantity" if _in_quantity(obj, placeholder) else "template not rendered"
                 report.not_checked.append(NotChecked(object_ref(obj), path, line, f"{what}: {placeholder!r} (render "
                                                      "it first: envsubst, helm template)"))
+
+
+# Kinds whose GPU quantities are not a container's request (quotas, queues, autoscalers' node pools, nodes):
+# a template of one of them that does not read as YAML is no GPU workload.
+_GPU_LIMIT_KINDS = frozenset({"ResourceQuota", "LimitRange", "ElasticQuota", "ClusterQueue", "LocalQueue", "Queue",
+                              "ResourceFlavor", "NodePool", "Provisioner", "NodeClass", "EC2NodeClass",
+                              "ClusterPolicy", "Cohort"})
+
+
+def _unread_templates(pf: ParsedFile, loaded: Loaded, report: LintReport, options: LintOptions) -> None:
+    """Documents skipped because they do not read as YAML before rendering (``compatcheck.io.templates``) whose text
+    asks for a GPU in a container's limits or requests: GPU workloads, not checked, at the line of the request."""
+    kinds = loaded.kb.kinds or default_kinds()
+    for t in pf.unread_templates:
+        if t.kind in _NEVER_WORKLOADS or t.kind in _GPU_LIMIT_KINDS or t.kind in _READ_KINDS:
+            continue
+        if not t.has_container and (t.kind is None or t.kind not in kinds.names):
+            continue  # no container of its own and no kind that has one: not read as a workload
+        report.gpu_workloads += 1
+        path = options.source_map(Document(pf.path, 0, {}, t.line, {}, []), "", t.line)[0] \
+            if options.source_map is not None else pf.path
+        render = "render it first: helm template, or lint the chart with --helm-chart DIR"
+        if t.placeholder:
+            reason = (f"placeholder in a quantity: {t.resource}: {t.value!r} in a template that does not read as "
+                      f"YAML ({render})")
+        else:
+            reason = (f"template not rendered: the document does not read as YAML before rendering; it asks for "
+                      f"{t.resource}: {t.value} ({render})")
+        meta = {k: v for k, v in (("name", t.name), ("namespace", t.namespace)) if v is not None}
+        ref = object_ref({"apiVersion": t.api_version, "kind": t.kind, "metadata": meta})
+        report.not_checked.append(NotChecked(ref, path, t.line, reason))
 
 
 def _in_quantity(node: Any, placeholder: str, quantities: bool = False) -> bool:

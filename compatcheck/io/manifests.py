@@ -41,6 +41,7 @@ from compatcheck.core.jsonutil import MAX_DEPTH as MAX_JSON_DEPTH
 from compatcheck.core.jsonutil import MAX_INT_DIGITS, json_too_deep, refuse_huge_int
 from compatcheck.core.model import Diagnostic, DuplicateKey, Severity
 from compatcheck.core.pointers import escape_token, split_pointer
+from compatcheck.io.templates import TemplateGpu, gpu_request
 
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 # Alias expansion ("billion laughs") is bounded per document.
@@ -98,6 +99,9 @@ class ParsedFile:
     # Documents skipped as unrendered templates (a ${VAR} or {{ }} value): (line, the data read, the placeholder),
     # for the coverage (a GPU workload among them is "not checked: template not rendered").
     unrendered: list[tuple[int, Any, str]] = field(default_factory=list)
+    # Documents skipped because they do not read as YAML before rendering (a Helm template's '{{- if }}' lines) that
+    # ask for a GPU, as their text says (``compatcheck.io.templates``): GPU workloads, "not checked" too.
+    unread_templates: list[TemplateGpu] = field(default_factory=list)
 
 
 class _DocumentBuilder:
@@ -552,6 +556,8 @@ def parse_text(path: str, text: str, *, strict: bool = False, wanted: KindFilter
         if kind is not None and not wanted(kind, chunk):
             if not _syntax_error(path, chunk, chunk_line, result):
                 result.skipped += 1
+                if "{{" in chunk and HELM_MARKER.search(chunk) and not _reads_as_yaml(chunk):
+                    _template_gpu(chunk, chunk_line, result)  # a template of a kind not read: GPUs said, not silent
             index += 1
             continue
         index = _compose(path, chunk, chunk_line, index, result, strict, check_templates=True, first_only=True)
@@ -813,6 +819,8 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                 if "{{" in bad_line:
                     result.notes.append(_note(path, f"document {index + 1} looks like an unrendered template "
                                                     "({{ ... }}); skipped", line))
+                    if first_only:
+                        _template_gpu(text, line_offset, result)
                 else:
                     result.errors.append(Diagnostic(path, f"document {index + 1}: {exc}", line))
                 index += 1
@@ -845,6 +853,8 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
                 _note(path, "looks like an unrendered template ({{ ... }} or ${VAR}); skipped the rest of the "
                       + ("document" if first_only else "file") + " (render it first, e.g. helm template)", err.line)
             )
+            if first_only and index == first_index:
+                _template_gpu(text, line_offset, result)
         else:
             result.errors.append(err)
         index = max(index, first_index + 1) if first_only else index
@@ -852,6 +862,21 @@ def _compose(path: str, text: str, line_offset: int, index: int, result: ParsedF
         result.errors.append(Diagnostic(path, "invalid YAML: nesting too deep", line_offset + 1))
         index = max(index, first_index + 1) if first_only else index
     return index
+
+
+def _reads_as_yaml(text: str) -> bool:
+    try:
+        _raw_parse(text)
+    except YAMLError:
+        return False
+    return True
+
+
+def _template_gpu(text: str, line_offset: int, result: ParsedFile) -> None:
+    """Record a document skipped as a template that does not read as YAML, if its text asks for a GPU."""
+    found = gpu_request(text, line_offset)
+    if found is not None:
+        result.unread_templates.append(found)
 
 
 def _offset_of_line(text: str, line: int) -> int:

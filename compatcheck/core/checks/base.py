@@ -47,6 +47,8 @@ from compatcheck.core.images import ImageFacts, parse_reference
 from compatcheck.core.jsonutil import Json, JsonObject, dumps, sequence
 from compatcheck.core.knowledge import KnowledgeBase, memo
 from compatcheck.core.kserve import EMPTY_RUNTIMES, RuntimeIndex
+from compatcheck.core.llmaz import EMPTY as EMPTY_LLMAZ
+from compatcheck.core.llmaz import LlmazIndex
 from compatcheck.core.model import Applicability, DuplicateKey, Fix, PatchOp
 from compatcheck.core.pointers import escape_token
 from compatcheck.core.policy import DEFAULT_POLICY, POLICY_LABELS, DriverPolicy
@@ -115,6 +117,8 @@ class EvalContext:
     dra: DraIndex | None = None
     # KServe ServingRuntimes and ClusterServingRuntimes (files linted together): what a model format runs on.
     serving_runtimes: RuntimeIndex = field(default_factory=lambda: EMPTY_RUNTIMES)
+    # llmaz OpenModels and BackendRuntimes (files linted together): a Playground's GPUs and image.
+    llmaz: LlmazIndex = field(default_factory=lambda: EMPTY_LLMAZ)
     # What DRA selectors pin without an inventory, by selectors; the facts of DRA device label sets.
     dra_memo: dict[tuple[str, ...], tuple[list[NodeClass], bool]] = field(default_factory=dict, repr=False)
     dra_facts: dict[DraClassKey, NodeFacts] = field(default_factory=dict, repr=False)
@@ -153,6 +157,7 @@ class EvalContext:
         empty, as they hold node classes of a view."""
         root = self.root
         ctx = EvalContext(root.kb, cluster, root.crl, dra=root.dra, serving_runtimes=root.serving_runtimes,
+                          llmaz=root.llmaz,
                           admission_plugins=root.admission_plugins, driver_policy=root.driver_policy)
         return ctx.with_registry(self.registry) if self.registry else ctx
 
