@@ -44,14 +44,15 @@ LINT_MODULES = frozenset({
     "compatcheck.core.checks.source", "compatcheck.core.checks.vgpu", "compatcheck.core.cluster",
     "compatcheck.core.config", "compatcheck.core.crl", "compatcheck.core.discovery", "compatcheck.core.drakinds",
     "compatcheck.core.engine", "compatcheck.core.imageconfig", "compatcheck.core.images", "compatcheck.core.jsonutil",
-    "compatcheck.core.knowledge", "compatcheck.core.kserve", "compatcheck.core.model", "compatcheck.core.patches",
+    "compatcheck.core.knowledge", "compatcheck.core.kserve", "compatcheck.core.llmaz",
+    "compatcheck.core.model", "compatcheck.core.patches",
     "compatcheck.core.pointers", "compatcheck.core.policy", "compatcheck.core.profiles", "compatcheck.core.quantities",
     "compatcheck.core.rules", "compatcheck.core.shapes", "compatcheck.core.suggest", "compatcheck.core.suppress",
     "compatcheck.core.versions", "compatcheck.core.workloads", "compatcheck.io", "compatcheck.io.cachedir",
     "compatcheck.io.classcache", "compatcheck.io.config", "compatcheck.io.datastate", "compatcheck.io.lint",
     "compatcheck.io.loader",
     "compatcheck.io.manifests", "compatcheck.io.repo", "compatcheck.io.rulecache", "compatcheck.io.setup",
-    "compatcheck.io.validcache",
+    "compatcheck.io.templates", "compatcheck.io.validcache",
     "compatcheck.report", "compatcheck.report.model", "compatcheck.report.text",
 })
 # Nor these, which no module above needs at start-up: hashlib loads OpenSSL's bindings (the rule cache's key uses
