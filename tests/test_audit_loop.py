@@ -106,3 +106,67 @@ def test_an_unreachable_api_server_is_counted_not_fatal(tmp_path: Path) -> None:
                  "0.05", "--metrics-port", str(port), "--max-runs", "2"])
     assert code == 2
     assert _metrics(port)['compatcheck_audit_runs_total{result="error"}'] == 2.0
+
+
+def test_a_change_is_audited_once_the_nodes_have_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool relabelled node by node: the next audit waits for one poll that sees the same Nodes as the one
+    before, so it judges the new state, not the pool half-way (the e2e test relabels two nodes one after the
+    other, and the loop's second audit caught the first alone)."""
+    from compatcheck.webhook import audit_loop
+
+    seen = iter(["a", "a", "b", "c", "c", "c"])  # audit 1 sees a; a poll sees a; b (changed); c; c (settled)
+    calls: list[str] = []
+
+    def fingerprint(api: object, page: int) -> str:
+        calls.append(value := next(seen))
+        return value
+
+    audits: list[int] = []
+
+    def audit_once() -> tuple[object, int]:
+        audits.append(len(calls))
+        return object(), 0
+
+    class Metrics:
+        class _Counter:
+            def inc(self) -> None:
+                pass
+
+            def labels(self, *_: str) -> Metrics._Counter:
+                return self
+        node_changes = runs = _Counter()
+
+        def publish(self, audit: object, seconds: float) -> None:
+            pass
+
+    monkeypatch.setattr(audit_loop, "node_fingerprint", fingerprint)
+    code = audit_loop.run_loop(None, audit_once, every=3600, node_poll=0, page=500, metrics=Metrics(),  # type: ignore[arg-type]
+                               max_runs=2)
+    # The second audit starts after the fifth listing (c twice), and lists once more itself.
+    assert (code, audits, calls) == (0, [1, 6], ["a", "a", "b", "c", "c", "c"])
+
+
+def test_a_rollout_that_never_pauses_is_still_audited(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compatcheck.webhook import audit_loop
+
+    count = iter(range(1000))
+    monkeypatch.setattr(audit_loop, "node_fingerprint", lambda api, page: str(next(count)))
+    audits: list[int] = []
+
+    class Metrics:
+        class _Counter:
+            def inc(self) -> None:
+                pass
+        node_changes = _Counter()
+
+        def publish(self, audit: object, seconds: float) -> None:
+            pass
+
+    def audit_once() -> tuple[object, int]:
+        audits.append(1)
+        return object(), 0
+
+    audit_loop.run_loop(None, audit_once, every=3600, node_poll=0, page=500, metrics=Metrics(),  # type: ignore[arg-type]
+                        max_runs=2)
+    # listing 0 (audit 1), 1 (a change), then SETTLE_POLLS listings that all differ, then the audit's own listing
+    assert (len(audits), next(count)) == (2, 3 + audit_loop.SETTLE_POLLS)

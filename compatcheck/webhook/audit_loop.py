@@ -3,8 +3,10 @@ metrics, re-run at once when a pool's driver (any label the rules read) changes.
 
 Between audits it lists the Nodes every ``--node-poll`` seconds (paged, kept only as the fingerprint of what the
 rules read of them: their rule labels, policy taints and GPU allocatable, ``core.cluster.NodeRecord.class_key``),
-and starts the next audit as soon as the fingerprint differs from the one the last audit saw: a driver upgrade
-of a pool is re-evaluated within ``--node-poll`` plus one audit's time (30 s by default). GPU feature
+and starts the next audit once the fingerprint differs from the one the last audit saw and one more poll finds
+it unchanged (a pool relabelled node by node is judged when it has settled, after at most ``SETTLE_POLLS``
+polls): a driver upgrade of a pool is re-evaluated within two ``--node-poll`` periods (30 s by default) plus one
+audit's time. GPU feature
 discovery's timestamp label, which changes on every node each minute, is no rule label and triggers nothing.
 
 Metrics (``--metrics-port``, its own registry): ``compatcheck_audit_findings{namespace,rule,severity}`` (the last
@@ -102,10 +104,31 @@ def run_loop(api: Any, audit_once: Callable[[], tuple[Audit, int]], every: float
         deadline = started + every
         while not stop.is_set() and time.monotonic() < deadline:
             stop.wait(min(node_poll, max(0.0, deadline - time.monotonic())))
+            if code == 2:  # the audit failed: wait for the period, there is no state to compare with
+                continue
             try:
-                if code != 2 and node_fingerprint(api, page) != seen:
+                now = node_fingerprint(api, page)
+                if now != seen:
                     metrics.node_changes.inc()
+                    _settle(api, page, now, node_poll, stop)
                     break
             except AuditError as exc:
                 log.warning("cannot list the nodes: %s", exc)
     return code
+
+
+# A rollout relabels a pool node by node (GPU feature discovery, an operator's upgrade): after a change, the audit
+# waits until one poll sees the same Nodes as the one before, so that it judges the new state rather than a pool
+# caught half-way; at most this many polls, so that a rollout that never pauses is still audited.
+SETTLE_POLLS = 10
+
+
+def _settle(api: Any, page: int, last: str, node_poll: float, stop: threading.Event) -> None:
+    for _ in range(SETTLE_POLLS):
+        stop.wait(node_poll)
+        if stop.is_set():
+            return
+        now = node_fingerprint(api, page)
+        if now == last:
+            return
+        last = now
