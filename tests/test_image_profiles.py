@@ -682,6 +682,9 @@ def test_framework_floor_of_an_unknown_version(loaded: Loaded, framework: str, f
     ("vllm", "attention-env:flash_attn", "0.6.3", None, "the XFORMERS attention backend", "8.0"),
     ("vllm", "attention-env:flash_attn", "0.12.0", "8.0", None, None),  # refused from 0.12.0
     ("tgi", "quantization:fp8", "3.3.7", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.5.1", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.5.6.2", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.4.10.2", "8.0", None, None),    # Marlin only when forced by env
 ])
 def test_framework_fallbacks(loaded: Loaded, framework: str, feature: str, version: str, floor: str | None,
                              fallback: str | None, below: str | None) -> None:
