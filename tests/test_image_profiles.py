@@ -602,7 +602,10 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("vllm", "quantization:modelopt", "0.27.0", "8.0"),
     ("vllm", "quantization:modelopt_fp4", "0.22.0", "7.5"),
     ("vllm", "quantization:mxfp4", "0.30.0", "8.0"),
-    ("vllm", "quantization:gptq_marlin", "0.22.0", "6.0"),   # AutoGPTQConfig from 0.22.0
+    ("vllm", "quantization:gptq_marlin", "0.22.0", "7.5"),   # AutoGPTQConfig says 6.0; its Marlin check refuses < 7.5
+    ("vllm", "quantization:gptq", "0.21.0", "6.0"),
+    ("vllm", "quantization:gptq", "0.22.0", "7.5"),
+    ("vllm", "quantization:gptq", "0.33.0", "7.5"),
     ("vllm", "quantization:awq_marlin", "0.33.0", "7.5"),
     ("vllm", "quantization:bitsandbytes", "0.27.1", "7.0"),
     ("vllm", "dtype:bfloat16", "0.33.0", "8.0"),
