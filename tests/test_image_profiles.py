@@ -602,7 +602,10 @@ def test_forward_compat_bridges_only_listed_branches_on_datacenter_gpus(loaded: 
     ("vllm", "quantization:modelopt", "0.27.0", "8.0"),
     ("vllm", "quantization:modelopt_fp4", "0.22.0", "7.5"),
     ("vllm", "quantization:mxfp4", "0.30.0", "8.0"),
-    ("vllm", "quantization:gptq_marlin", "0.22.0", "6.0"),   # AutoGPTQConfig from 0.22.0
+    ("vllm", "quantization:gptq_marlin", "0.22.0", "7.5"),   # AutoGPTQConfig says 6.0; its Marlin check refuses < 7.5
+    ("vllm", "quantization:gptq", "0.21.0", "6.0"),
+    ("vllm", "quantization:gptq", "0.22.0", "7.5"),
+    ("vllm", "quantization:gptq", "0.33.0", "7.5"),
     ("vllm", "quantization:awq_marlin", "0.33.0", "7.5"),
     ("vllm", "quantization:bitsandbytes", "0.27.1", "7.0"),
     ("vllm", "dtype:bfloat16", "0.33.0", "8.0"),
@@ -682,6 +685,9 @@ def test_framework_floor_of_an_unknown_version(loaded: Loaded, framework: str, f
     ("vllm", "attention-env:flash_attn", "0.6.3", None, "the XFORMERS attention backend", "8.0"),
     ("vllm", "attention-env:flash_attn", "0.12.0", "8.0", None, None),  # refused from 0.12.0
     ("tgi", "quantization:fp8", "3.3.7", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.5.1", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.5.6.2", "8.0", "FP8 Marlin (weight-only W8A16)", "8.9"),
+    ("sglang", "quantization:fp8", "0.4.10.2", "8.0", None, None),    # Marlin only when forced by env
 ])
 def test_framework_fallbacks(loaded: Loaded, framework: str, feature: str, version: str, floor: str | None,
                              fallback: str | None, below: str | None) -> None:
