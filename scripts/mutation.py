@@ -45,11 +45,12 @@ else:  # Python 3.10: mutmut depends on toml there
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "compatcheck/core"
 REASONS = ROOT / "scripts" / "mutation-reasons.toml"
-# The modules issue #11 holds to 80 %, in the order of the table. A directory is scored as a whole, with a row per
+# The default modules, in the order of the table; the project's standard holds each module of the core to 90 % (issue #11
+# set 80 %). A directory is scored as a whole, with a row per
 # file ("checks" includes checks/dra.py; "dra" is the package compatcheck/core/dra/: model, read, claims, selectors,
 # search, explain, allocator, ...; "dra/allocator" one of its files).
 DEFAULT_MODULES = ("checks", "engine", "cluster", "workloads", "knowledge", "admission", "dra", "kserve", "images")
-GOAL = 80.0
+GOAL = 90.0
 CATEGORIES = {
     "equivalent": "behaves exactly as the original for every input the code can receive",
     "performance": "changes only a cache, a memo, an index or a fast path, never a result",
