@@ -63,6 +63,7 @@ def test_a_selector_keeps_its_text_without_surrounding_blanks() -> None:
     ("k" * 64, f"selector '{'k' * 64}': '{'k' * 64}' is not a label key"),
     ("a" * 254 + "/k", f"selector '{'a' * 254}/k': '{'a' * 254}/k' is not a label key"),
     ("-a=b", "selector '-a=b': '-a' is not a label key"),
+    ("-a in (x)", "selector '-a in (x)': '-a' is not a label key"),
     ("=b", "selector '=b': '' is not a label key"),
     ("!", "selector '!': '' is not a label key"),
     ("a=-b", "selector 'a=-b': '-b' is not a label value"),
