@@ -74,7 +74,8 @@ def test_a_dra_pool_publishes_a_slice_per_node_with_a_device_per_gpu() -> None:
 def test_a_dra_device_has_the_attributes_the_profile_knows() -> None:
     nodes, errors = nodes_of({"name": "cc", "dra": True, "computeCapability": "8.0", "driverCuda": "12.2"},
                              {"name": "none", "dra": True},
-                             {"name": "short", "dra": True, "driver": "550.54", "gpu": "Mystery", "computeCapability": "9"},
+                             {"name": "short", "dra": True, "driver": "550.54", "gpu": "Mystery",
+                              "computeCapability": "9"},
                              {"name": "known", "dra": True, "gpu": "NVIDIA-H100-80GB", "computeCapability": "3.5"},
                              {"name": "odd", "dra": True, "computeCapability": "1.1"},
                              {"name": "zero", "dra": True, "gpusPerNode": 0})
@@ -84,8 +85,8 @@ def test_a_dra_device_has_the_attributes_the_profile_knows() -> None:
             "version": "8.0.0"}, "architecture": {"string": "Ampere"}, "cudaDriverVersion": {"version": "12.2.0"}})]),
         ("none-0-gpu.nvidia.com", "none-0", [("gpu-0", {"type": {"string": "gpu"}})]),
         ("short-0-gpu.nvidia.com", "short-0", [("gpu-0", {
-            "type": {"string": "gpu"}, "productName": {"string": "Mystery"}, "cudaComputeCapability": {"version": "9.0.0"},
-            "architecture": {"string": "Hopper"}, "driverVersion": {"version": "550.54.0"},
+            "type": {"string": "gpu"}, "productName": {"string": "Mystery"},
+            "cudaComputeCapability": {"version": "9.0.0"}, "architecture": {"string": "Hopper"}, "driverVersion": {"version": "550.54.0"},
             "cudaDriverVersion": {"version": "12.4.0"}})]),
         ("known-0-gpu.nvidia.com", "known-0", [("gpu-0", {  # the profile's capability, not the product's
             "type": {"string": "gpu"}, "productName": {"string": "NVIDIA-H100-80GB"},
