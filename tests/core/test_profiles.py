@@ -86,7 +86,8 @@ def test_a_dra_device_has_the_attributes_the_profile_knows() -> None:
         ("none-0-gpu.nvidia.com", "none-0", [("gpu-0", {"type": {"string": "gpu"}})]),
         ("short-0-gpu.nvidia.com", "short-0", [("gpu-0", {
             "type": {"string": "gpu"}, "productName": {"string": "Mystery"},
-            "cudaComputeCapability": {"version": "9.0.0"}, "architecture": {"string": "Hopper"}, "driverVersion": {"version": "550.54.0"},
+            "cudaComputeCapability": {"version": "9.0.0"}, "architecture": {"string": "Hopper"},
+            "driverVersion": {"version": "550.54.0"},
             "cudaDriverVersion": {"version": "12.4.0"}})]),
         ("known-0-gpu.nvidia.com", "known-0", [("gpu-0", {  # the profile's capability, not the product's
             "type": {"string": "gpu"}, "productName": {"string": "NVIDIA-H100-80GB"},
