@@ -78,6 +78,7 @@ def test_dra_objects(obj: dict[str, Any], dra: bool) -> None:
      "an object of resource.k8s.io/v1alpha2 (the \"classic\" DRA API) is not served since Kubernetes 1.31: not "
      "checked"),
     ({"apiVersion": "resource.k8s.io/v1alpha2/extra", "kind": "ResourceClass"}, None),
+    ({"apiVersion": "resource.k8s.io/x/v1beta1", "kind": "ResourceClaim"}, None),
 ])
 def test_the_note_for_an_api_version_not_served_by_default(obj: dict[str, Any], note: str | None) -> None:
     assert api_version_note(obj) == note
