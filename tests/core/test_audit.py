@@ -227,6 +227,12 @@ def test_a_pod_of_an_unread_controller_is_counted_on_that_controller() -> None:
     assert result.pods_evaluated == 2
 
 
+def test_an_evaluated_pod_is_no_gpu_pod_unless_said() -> None:
+    result = AuditResult()
+    result.add_pod(obj("Pod", "p", api_version="v1"), [[]])
+    assert summary(result) == [("Pod", "p", 1, False, [[]])]
+
+
 def test_a_gpu_flag_once_set_stays() -> None:
     result = AuditResult()
     result.add_object(obj("Deployment", "d", "dep"), [[]], gpu=True)
