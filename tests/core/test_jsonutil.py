@@ -35,6 +35,8 @@ N = MAX_DEPTH
     ("[" * N, False),
     ("[]" * (N + 1), False),  # many brackets, one level
     ("{}" * (N + 1), False),
+    ('[{"a": 1}]' * (N + 1), False),  # what is not a bracket is left out
+    ('["a"]' * (N + 1), False),  # so are strings
     ("[" * 70 + "{" * 70 + "}" * 70 + "]" * 70, True),
     ("{" * 125 + "{[{}[]]", False),  # 129 openers; the last three close three levels: 128 deep
     ("{" * 126 + "{[{}[]]", True),
