@@ -43,6 +43,8 @@ KB = make_kb()
     ("a:replicas=1024", ("replicas", None, None, None, (), 1024), None),
     ("a:remove", ("remove", None, None, None, (), None), "nodes matching 'a': remove"),
     ("a: remove ", ("remove", None, None, None, (), None), None),
+    (":product=GeForce-RTX:3090", ("product", None, "GeForce-RTX:3090", "8.6", (), None),
+     "every node: product=GeForce-RTX:3090"),
 ])
 def test_a_what_if_is_read_into_its_change(text: str, fields: tuple[Any, ...], describe: str | None) -> None:
     w = parse_what_if(text, KB)
@@ -77,6 +79,8 @@ def test_a_what_if_is_read_into_its_change(text: str, fields: tuple[Any, ...], d
     ("a:driver=5x", "--what-if 'a:driver=5x': driver version '5x' is not a version number (expected digits and dots, "
                     "e.g. 12.4)"),
     ("a in (x:remove", "--what-if 'a in (x:remove': selector 'a in (x': '(' without ')'"),
+    ("pool=t4:driver=5:5", "--what-if 'pool=t4:driver=5:5': driver version '5:5' is not a version number (expected "
+                           "digits and dots, e.g. 12.4)"),
 ])
 def test_a_what_if_that_cannot_be_read_says_why(text: str, message: str) -> None:
     with pytest.raises(WhatIfError) as exc:
@@ -256,6 +260,9 @@ def test_the_gpus_of_a_node(labels: dict[str, str], alloc: dict[str, str], gpus:
     ({"nvidia.com/gpu.shared": "2"}, ":replicas=3", ({"nvidia.com/gpu.replicas": "3",
                                                      "nvidia.com/gpu.sharing-strategy": "time-slicing"},
                                                     {"nvidia.com/gpu.shared": 6})),
+    ({"nvidia.com/gpu": "2", "nvidia.com/gpu.shared": "2"}, ":replicas=3", (
+        {"nvidia.com/gpu.replicas": "3", "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+        {"nvidia.com/gpu.shared": 6})),
     ({"nvidia.com/gpu.shared": "4"}, ":replicas=1", ({"nvidia.com/gpu.replicas": "1",
                                                      "nvidia.com/gpu.sharing-strategy": "none"},
                                                     {"nvidia.com/gpu": 4})),
