@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from compatcheck.core.cluster import Cluster, build_cluster
+from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.model import ObjectRef
 from compatcheck.core.versions import parse_driver_version
 from compatcheck.core.whatif import (
@@ -23,7 +24,7 @@ from compatcheck.core.whatif import (
     lowest_driver,
     parse_what_if,
 )
-from tests.core.tables import make_kb
+from tests.core.tables import TABLES, make_kb
 
 KB = make_kb()
 
@@ -351,6 +352,12 @@ def test_a_workload_in_two_lists_is_reported_by_the_strongest_word() -> None:
 
 def test_branch_drivers_are_the_newest_bundled_release_of_each_branch_oldest_first() -> None:
     assert [v.text for v in branch_drivers(KB)] == ["440.33", "470.42.01", "525.60.13", "550.54.15"]
+
+
+def test_of_two_equal_releases_of_a_branch_the_older_toolkits_is_kept() -> None:
+    tables = {**TABLES, "cuda-toolkits": [{"version": "12.4.1", "toolkitDriver": "550.54.0"},
+                                          {"version": "12.4.0", "toolkitDriver": "550.54"}]}
+    assert [v.text for v in branch_drivers(KnowledgeBase.from_tables(tables))] == ["550.54"]
 
 
 def test_lowest_driver() -> None:
