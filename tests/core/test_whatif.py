@@ -179,8 +179,18 @@ def test_mig_single_mixed_and_off() -> None:
     off, _ = after(start, "pool=a:mig.mixed=3x1g.5gb", "pool=a:mig.strategy=none")
     assert off["a"] == ({"nvidia.com/gpu.product": "A100-SXM4-40GB", "nvidia.com/gpu.sharing-strategy": "none",
                          "nvidia.com/mig.strategy": "none"}, {"nvidia.com/gpu": 2})
+    to_single, _ = after(start, "pool=a:mig.mixed=3x1g.5gb,1x7g.40gb", "pool=a:mig.single=7x1g.5gb")
+    assert to_single["a"][1] == {"nvidia.com/gpu": 14}  # the mixed layout's resources are gone
     back, _ = after(start, "pool=a:mig.single=7x1g.5gb", "pool=a:mig.mixed=1x7g.40gb")
     assert back["a"][0]["nvidia.com/gpu.product"] == "A100-SXM4-40GB"
+
+
+def test_mig_on_a_node_without_a_product_takes_any_profile_whatever_the_table() -> None:
+    tables = {**TABLES, "mig-profiles": [{"match": ".*", "gpu": "any", "profiles": ["1g.5gb"]}]}
+    kb = KnowledgeBase.from_tables(tables)
+    cluster = build_cluster([node("n", {"nvidia.com/gpu.count": "1"}, {"nvidia.com/gpu": "1"})], kb)
+    applied = apply_what_ifs(cluster, [parse_what_if(":mig.single=2x3g.20gb", kb)], kb)
+    assert applied.problems == []
 
 
 def test_mig_on_a_node_without_a_product_takes_any_profile() -> None:
@@ -264,6 +274,9 @@ def test_the_gpus_of_a_node(labels: dict[str, str], alloc: dict[str, str], gpus:
     ({"nvidia.com/gpu": "2", "nvidia.com/gpu.shared": "2"}, ":replicas=3", (
         {"nvidia.com/gpu.replicas": "3", "nvidia.com/gpu.sharing-strategy": "time-slicing"},
         {"nvidia.com/gpu.shared": 6})),
+    ({"nvidia.com/gpu.shared": "2"}, ":replicas=2", ({"nvidia.com/gpu.replicas": "2",
+                                                     "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+                                                    {"nvidia.com/gpu.shared": 4})),
     ({"nvidia.com/gpu.shared": "4"}, ":replicas=1", ({"nvidia.com/gpu.replicas": "1",
                                                      "nvidia.com/gpu.sharing-strategy": "none"},
                                                     {"nvidia.com/gpu": 4})),
@@ -272,6 +285,9 @@ def test_time_slicing(alloc: dict[str, str], what_if: str, expected: Any) -> Non
     nodes, problems = after(view(node("n", {}, alloc)), what_if)
     assert problems == []
     assert nodes["n"] == expected
+    empty, problems = after(view(node("n", {"nvidia.com/mig.strategy": ""}, alloc)), what_if)
+    assert problems == []  # an empty strategy label is no MIG
+    assert empty["n"] == ({"nvidia.com/mig.strategy": "", **expected[0]}, expected[1])
 
 
 def test_placement_labels_select_and_stay_and_removed_nodes_are_gone() -> None:
