@@ -231,6 +231,11 @@ def test_the_first_node_that_fails_is_named_with_how_many_more() -> None:
     assert [p[1] for p in problems] == [
         "cannot apply to node n-0 (and 2 more nodes): the mig-profiles table does not say which MIG profiles "
         "RTX-3090 has"]
+    _, problems = after(view(*(node(f"n-{i}", t4, {"nvidia.com/gpu": "1"}) for i in range(2))),
+                        "pool=x:mig.single=1x1g.5gb")
+    assert [p[1] for p in problems] == [
+        "cannot apply to node n-0 (and 1 more nodes): the mig-profiles table does not say which MIG profiles "
+        "RTX-3090 has"]
 
 
 @pytest.mark.parametrize(("labels", "alloc", "gpus"), [
