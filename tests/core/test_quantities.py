@@ -25,6 +25,7 @@ NANO = F(1, 10**9)
     ("1.1e-9", 2 * NANO), ("0.0000000001", NANO), ("1.0000000001", F(1000000001, 10**9)),
     ("123456789.123456789123", F(12345678912345679, 10**8)), ("1.0000000001Ki", F(1024000000103, 10**9)),
     ("0.000001e24", F(10**18)),  # the leading zeros of the fraction count toward the magnitude
+    ("0.001234567e-6", 2 * NANO),  # 1.234567n: above a nano, rounded up to the next
     ("1e2147483648", NANO), ("1e4294967297", F(10)), ("1e-4294967295", F(10)), ("1e0000000000000000003", F(1000)),
 ])
 def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> None:
