@@ -26,6 +26,7 @@ NANO = F(1, 10**9)
     ("123456789.123456789123", F(12345678912345679, 10**8)), ("1.0000000001Ki", F(1024000000103, 10**9)),
     ("0.000001e24", F(10**18)),  # the leading zeros of the fraction count toward the magnitude
     ("0.001234567e-6", 2 * NANO),  # 1.234567n: above a nano, rounded up to the next
+    ("1." + "0" * 80 + "1", F(1000000001, 10**9)),  # more fraction digits than the decimal default precision
     ("1e2147483648", NANO), ("1e4294967297", F(10)), ("1e-4294967295", F(10)), ("1e0000000000000000003", F(1000)),
 ])
 def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> None:
@@ -45,6 +46,8 @@ def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> 
     ("-1e20", "'-1e20' is out of range"), ("99999999999999999999", "'99999999999999999999' is out of range"),
     ("12345678901234567890123", "'12345678901234567890123' is out of range"),
     ("9223372036854775809", "'9223372036854775809' is out of range"),
+    # 20 integer digits and a fraction finer than a nano: 29 digits at the nano, past decimal's default precision
+    ("12345678901234567890.0000000001", "'12345678901234567890.0000000001' is out of range"),
 ])
 def test_what_is_not_a_quantity_or_out_of_range(text: str, message: str) -> None:
     with pytest.raises(QuantityError) as exc:
