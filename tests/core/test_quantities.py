@@ -40,7 +40,7 @@ def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> 
     ("1e3x", "'1e3x' is not a quantity"),
     ("1x", "'1x' is not a quantity"), ("1.2.3", "'1.2.3' is not a quantity"), ("1Gi5", "'1Gi5' is not a quantity"),
     ("1K", "'1K' is not a quantity"), ("1ki", "'1ki' is not a quantity"), ("1mi", "'1mi' is not a quantity"),
-    ("1e-3Mi", "'1e-3Mi' is not a quantity"), ("1Ki-", "'1Ki-' is not a quantity"), (" 2", "' 2' is not a quantity"),
+    ("1e-3Mi", "'1e-3Mi' is not a quantity"), ("1k5", "'1k5' is not a quantity"), ("1m+3", "'1m+3' is not a quantity"), ("1Ki-", "'1Ki-' is not a quantity"), (" 2", "' 2' is not a quantity"),
     ("1e12345678901234567890", "'1e12345678901234567890' is not a quantity"),
     ("9.3E", "'9.3E' is out of range"), ("9.3e18", "'9.3e18' is out of range"), ("1e19", "'1e19' is out of range"),
     ("-1e20", "'-1e20' is out of range"), ("99999999999999999999", "'99999999999999999999' is out of range"),
