@@ -27,7 +27,12 @@ NANO = F(1, 10**9)
     ("0.000001e24", F(10**18)),  # the leading zeros of the fraction count toward the magnitude
     ("0.001234567e-6", 2 * NANO),  # 1.234567n: above a nano, rounded up to the next
     ("1." + "0" * 80 + "1", F(1000000001, 10**9)),  # more fraction digits than the decimal default precision
-    ("1e2147483648", NANO), ("1e4294967297", F(10)), ("1e-4294967295", F(10)), ("1e0000000000000000003", F(1000)),
+    ("1e2147483648", NANO),
+    ("1e1000000000000000000", NANO),  # 19 exponent digits: an int64, truncated to int32 (-1486618624)
+    ("1e-9223372036854775808", F(1)),  # the least int64, whose int32 is 0
+    ("1e" + "0" * 20 + "3", F(1000)),  # leading zeros do not count toward the int64's digits
+    ("0" * 20 + "1", F(1)),  # nor toward the magnitude
+ ("1e4294967297", F(10)), ("1e-4294967295", F(10)), ("1e0000000000000000003", F(1000)),
 ])
 def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> None:
     assert parse_text(text) == value
@@ -42,7 +47,9 @@ def test_quantities_as_parse_quantity_reads_them(text: str, value: Fraction) -> 
     ("1K", "'1K' is not a quantity"), ("1ki", "'1ki' is not a quantity"), ("1mi", "'1mi' is not a quantity"),
     ("1e-3Mi", "'1e-3Mi' is not a quantity"),
     ("1k5", "'1k5' is not a quantity"), ("1m+3", "'1m+3' is not a quantity"), ("1Ki-", "'1Ki-' is not a quantity"),
-    (" 2", "' 2' is not a quantity"),
+    (" 2", "' 2' is not a quantity"), ("X1", "'X1' is not a quantity"),
+    ("1e9223372036854775808", "'1e9223372036854775808' is not a quantity"),  # past int64: ErrSuffix
+    ("1e0123456789", "'1e0123456789' is out of range"),  # every digit in the exponent
     ("1e12345678901234567890", "'1e12345678901234567890' is not a quantity"),
     ("9.3E", "'9.3E' is out of range"), ("9.3e18", "'9.3e18' is out of range"), ("1e19", "'1e19' is out of range"),
     ("-1e20", "'-1e20' is out of range"), ("99999999999999999999", "'99999999999999999999' is out of range"),
@@ -89,6 +96,7 @@ def test_a_manifests_values(value: Any, expected: Fraction | None) -> None:
     ("18446744073709551616", "'18446744073709551616' is out of range"),
     ("a" * 61, "'" + "a" * 39 + "...' (61 characters) is not a quantity"),
     ("a" * 58, "'" + "a" * 58 + "' is not a quantity"),
+    ("a" * 59, "'" + "a" * 39 + "...' (59 characters) is not a quantity"),  # its repr: 61 characters
     (" " + "1" * 70, "' " + "1" * 38 + "...' (71 characters) is out of range"),
 ])
 def test_what_a_manifest_holds_that_is_no_quantity(value: Any, message: str) -> None:
