@@ -69,6 +69,7 @@ def test_the_range_bound_is_two_to_the_63() -> None:
     assert parse_text("9223372036854775808") == 2**63
     assert parse_text("-9223372036854775808") == -(2**63)
     assert parse_text("8Ei") == 2**63 - 1  # binary values are capped, not refused
+    assert parse_text("8.5Ei") == 2**63 - 1  # a fraction too (the decimal path)
     assert parse_text("100000000000000000000Ki") == 2**63 - 1
 
 
