@@ -95,6 +95,7 @@ def test_a_manifests_values(value: Any, expected: Fraction | None) -> None:
     (-(2**64), "-18446744073709551616 is out of range"), (1e300, "1e+300 is out of range"),
     (2**10001, "an integer is out of range"),
     ("18446744073709551616", "'18446744073709551616' is out of range"),
+    ("9" * 19, "'9999999999999999999' is out of range"),  # 19 digits: past the shortcut for short digit strings
     ("a" * 61, "'" + "a" * 39 + "...' (61 characters) is not a quantity"),
     ("a" * 58, "'" + "a" * 58 + "' is not a quantity"),
     ("a" * 59, "'" + "a" * 39 + "...' (59 characters) is not a quantity"),  # its repr: 61 characters
