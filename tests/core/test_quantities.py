@@ -93,7 +93,8 @@ def test_a_manifests_values(value: Any, expected: Fraction | None) -> None:
     (float("-inf"), "-inf is not a quantity"), ([1], "[1] is not a quantity"), ({"a": 1}, "{'a': 1} is not a quantity"),
     (2**64, "18446744073709551616 is out of range"), (2**63 + 1, "9223372036854775809 is out of range"),
     (-(2**64), "-18446744073709551616 is out of range"), (1e300, "1e+300 is out of range"),
-    (2**10001, "an integer is out of range"),
+    (2**10001, "an integer is out of range"), (2**9999, "an integer is out of range"),  # 10,000 bits: not written
+    (2**9998, str(2**9998)[:40] + "...' (3010 characters) is out of range"),
     ("18446744073709551616", "'18446744073709551616' is out of range"),
     ("9" * 19, "'9999999999999999999' is out of range"),  # 19 digits: past the shortcut for short digit strings
     ("a" * 61, "'" + "a" * 39 + "...' (61 characters) is not a quantity"),
