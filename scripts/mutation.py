@@ -45,11 +45,14 @@ else:  # Python 3.10: mutmut depends on toml there
 ROOT = Path(__file__).resolve().parent.parent
 CORE = "compatcheck/core"
 REASONS = ROOT / "scripts" / "mutation-reasons.toml"
-# The modules issue #11 holds to 80 %, in the order of the table. A directory is scored as a whole, with a row per
-# file ("checks" includes checks/dra.py; "dra" is the package compatcheck/core/dra/: model, read, claims, selectors,
-# search, explain, allocator, ...; "dra/allocator" one of its files).
-DEFAULT_MODULES = ("checks", "engine", "cluster", "workloads", "knowledge", "admission", "dra", "kserve", "images")
-GOAL = 80.0
+# The default modules, in the order of the table; the project holds each module of the core to 90 % (issue #11: 80 %).
+# A directory is scored as a whole, with a row per file ("checks" includes checks/dra.py and checks/driver.py; "dra" is
+# the package compatcheck/core/dra/: model, read, claims, selectors, search, explain, allocator, ...; "dra/allocator"
+# one of its files). The second line: the modules added since the table of 2026-11-23 (docs/development.md).
+DEFAULT_MODULES = ("checks", "engine", "cluster", "workloads", "knowledge", "admission", "dra", "kserve", "images",
+                   "policy", "drakinds", "discovery", "selectors", "shapes", "jsonutil", "matrix", "audit", "whatif",
+                   "quantities", "profiles", "cel")
+GOAL = 90.0
 CATEGORIES = {
     "equivalent": "behaves exactly as the original for every input the code can receive",
     "performance": "changes only a cache, a memo, an index or a fast path, never a result",

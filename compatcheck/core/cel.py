@@ -29,6 +29,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+import string
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -225,6 +226,10 @@ class DeviceInput:
     allow_multiple_allocations: bool = False
 
 
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
+
+
 def _functions() -> dict[str, Callable[..., Any]]:
     ct = _celpy().celtypes
 
@@ -311,8 +316,9 @@ def _functions() -> dict[str, Callable[..., Any]]:
         "asApproximateFloat": lambda v: ct.DoubleType(float(q(v))),
         "add": arith(1), "sub": arith(-1),
         "mul": lambda a, b: Quantity(q(a) * int(b)),
-        "lowerAscii": text(lambda s: ct.StringType(s.lower())),
-        "upperAscii": text(lambda s: ct.StringType(s.upper())),
+        # ASCII letters only, as cel-go's strings extension: "ÀB".lowerAscii() is "Àb" (str.lower() would give "àb")
+        "lowerAscii": text(lambda s: ct.StringType(s.translate(_ASCII_LOWER))),
+        "upperAscii": text(lambda s: ct.StringType(s.translate(_ASCII_UPPER))),
         "trim": text(lambda s: ct.StringType(s.strip())),
         "replace": text(lambda s, a, b, n=-1: ct.StringType(s.replace(str(a), str(b), int(n)))),
         "split": text(lambda s, sep, n=-1: ct.ListType([ct.StringType(x) for x in (
