@@ -19,7 +19,8 @@ import sys
 from collections import Counter
 from typing import Any
 
-from compatcheck.core.checks.base import EvalContext, PodAnalysis, container_gpu_requests
+from compatcheck.core.checks.base import EvalContext, PodAnalysis, container_gpu_requests, quantity_int
+from compatcheck.core.cluster import is_other_vendor_gpu_resource
 from compatcheck.core.crl import CrlIndex
 from compatcheck.core.dra import build_index, is_dra
 from compatcheck.core.knowledge import KnowledgeBase
@@ -27,6 +28,17 @@ from compatcheck.core.workloads import pod_targets
 from compatcheck.io.lint import LintOptions, run_lint
 from compatcheck.io.loader import Loaded, load_rules
 from compatcheck.io.manifests import expand_paths, iter_objects, read_file
+
+
+def _other_vendor(container: dict[str, Any]) -> bool:
+    """Whether a container asks for an AMD or Intel GPU (a GPU workload compatcheck does not check)."""
+    resources = container.get("resources") or {}
+    for section in ("limits", "requests"):
+        for k, v in (resources.get(section) or {}).items():
+            q = quantity_int(v)
+            if is_other_vendor_gpu_resource(str(k)) and (q is None or q > 0):
+                return True
+    return False
 
 
 def count(directory: str, kb: KnowledgeBase) -> tuple[Counter[str], list[str]]:
@@ -58,6 +70,8 @@ def count(directory: str, kb: KnowledgeBase) -> tuple[Counter[str], list[str]]:
                     how.add("extended resource")
                 else:
                     how.add("DRA claim")
+        if not how and any(_other_vendor(c.data) for pod in pods for c in pod.containers):
+            how.add("another vendor's GPU (not checked: not an NVIDIA GPU)")
         if how:
             tally["GPU workloads"] += 1
             for h in how:

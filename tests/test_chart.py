@@ -428,7 +428,8 @@ def test_match_conditions_select_gpu_objects_and_crls(helm: str, webhook: str, o
 
 # The table's kinds that are cluster-scoped (every other one is namespaced).
 CLUSTER_SCOPED_KINDS = {("serving.kserve.io", "ClusterServingRuntime"),
-                        ("trainer.kubeflow.org", "ClusterTrainingRuntime")}
+                        ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
+                        ("argoproj.io", "ClusterWorkflowTemplate")}
 # Groups of the table that no supported API server serves: extensions/v1beta1 workloads went in Kubernetes 1.16.
 # The table keeps them for old manifests in the linter; the API server sends their apps/v1 equivalents
 # (matchPolicy: Equivalent). The table's rows say so too (notServed: the first tf-operator's mlkube.io).
@@ -571,6 +572,8 @@ def _with_kai_annotation(group: str, kind: str, location: Any, version: str = "v
         if t == "*":
             if isinstance(node, dict):  # a wildcard over the object's own keys (Kaito's "/*/preset"): one key
                 node["any"] = node = child
+            elif last:  # a location that is each item of a list (Argo's "/spec/templates/*"): the item is the leaf
+                node[0] = leaf
             continue
         if isinstance(node, list):
             node[0][t] = child

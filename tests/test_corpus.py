@@ -168,3 +168,15 @@ def lint_corpus_dir(path: Path, *extra: str) -> dict:
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout)
+
+
+def test_the_amd_sample_gets_no_finding_and_says_it_is_not_an_nvidia_gpu(without_nodes: dict) -> None:
+    """KServe's AMD LLMInferenceService (amd.com/gpu, a ROCm image): SOURCES says a CUDA linter should not flag it.
+    No finding, and one explicit not-checked record (a coverage record, not a finding) naming why."""
+    name = ("kserve__kserve/docs__samples__llmisvc__multi-gpu-vendor__"
+            "llm-inference-service-qwen2-7b-amd-no-scheduler.yaml")
+    assert [f for f in without_nodes["findings"] if rel(f["file"]) == name] == []
+    assert [(n["object"], n["line"], n["reason"]) for n in without_nodes["coverage"]["notChecked"]
+            if rel(n["file"]) == name] == [
+        ({"kind": "LLMInferenceService", "namespace": None, "name": "qwen2-7b-instruct-amd"}, 28,
+         "not an NVIDIA GPU: amd.com/gpu in container main: compatcheck checks CUDA only")]

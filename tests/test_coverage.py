@@ -15,7 +15,7 @@ import pytest
 
 from compatcheck.core.admission import AdmissionSettings, review
 from compatcheck.core.checks.base import EvalContext, PodAnalysis
-from compatcheck.core.cluster import is_gpu_resource
+from compatcheck.core.cluster import is_gpu_resource, is_other_vendor_gpu_resource
 from compatcheck.core.config import Config
 from compatcheck.core.crl import CrlIndex
 from compatcheck.core.engine import evaluate
@@ -196,6 +196,75 @@ def test_the_webhook_warns_on_unchecked_when_configured(loaded: Loaded) -> None:
         "server)", "not checked: no nodes known: no --nodes file, and its node selection pins no GPU or driver"]
 
 
+# ---------------------------------------------------------------------------------------------- other vendors' GPUs
+
+OTHER_VENDORS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: rocm, namespace: ml}
+spec:
+  containers:
+  - name: torch
+    image: rocm/pytorch:latest
+    resources:
+      limits: {amd.com/gpu: 1}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: xpu}
+spec:
+  template:
+    spec:
+      initContainers:
+      - {name: fetch, image: "busybox:1.36"}
+      containers:
+      - name: job
+        image: intel/intel-extension-for-pytorch:latest
+        resources:
+          requests:
+            cpu: "1"
+          limits:
+            gpu.intel.com/i915: 1
+            gpu.intel.com/millicores: 100
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: none}
+spec:
+  containers:
+  - {name: idle, image: "rocm/pytorch:latest", resources: {limits: {amd.com/gpu: 0}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: both}
+spec:
+  nodeSelector: {nvidia.com/cuda.driver-version.major: "550"}
+  containers:
+  - {name: cuda, image: "nvidia/cuda:12.4.1-base-ubuntu22.04", resources: {limits: {nvidia.com/gpu: 1}}}
+  - {name: rocm, image: "rocm/pytorch:latest", resources: {limits: {amd.com/gpu: 1}}}
+"""
+
+
+def test_other_vendors_gpus_are_not_checked_and_say_why(tmp_path: Path) -> None:
+    """An AMD or Intel GPU is no NVIDIA GPU: no CUDA finding, and a not-checked record (not silence) at the request;
+    a count of 0 is no GPU workload; a pod that also asks for an NVIDIA GPU is checked for it, with no such record."""
+    (tmp_path / "v.yaml").write_text(OTHER_VENDORS)
+    out = json.loads(lint("v.yaml", "--format", "json", cwd=tmp_path).stdout)
+    assert out["findings"] == []
+    assert out["coverage"] == {"gpuWorkloads": 3, "checked": 1, "notChecked": [
+        {"object": {"kind": "Pod", "namespace": "ml", "name": "rocm"}, "file": "v.yaml", "line": 9,
+         "reason": "not an NVIDIA GPU: amd.com/gpu in container torch: compatcheck checks CUDA only"},
+        {"object": {"kind": "Job", "namespace": None, "name": "xpu"}, "file": "v.yaml", "line": 26,
+         "reason": "not an NVIDIA GPU: gpu.intel.com/i915 in container job: compatcheck checks CUDA only"}]}
+    assert lint("v.yaml", cwd=tmp_path).stdout.splitlines()[-1] == (
+        "GPU workloads: 3, checked 1, not checked 2 (not an NVIDIA GPU: 2)")
+    sarif = json.loads(lint("v.yaml", "--format", "sarif", cwd=tmp_path).stdout)
+    notes = [n for n in sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+             if n.get("descriptor") == {"id": "not-checked"}]
+    assert [(n["properties"]["reason"], n["locations"][0]["physicalLocation"]["region"]["startLine"])
+            for n in notes] == [("not an NVIDIA GPU", 9), ("not an NVIDIA GPU", 26)]
+
+
 # ---------------------------------------------------------------------------------------------- the whole corpus
 
 
@@ -210,7 +279,8 @@ def _asks_for_gpu(node: Any) -> bool:
     if isinstance(node.get("image"), str) and isinstance(res, dict):
         for section in ("limits", "requests"):
             values = res.get(section)
-            if isinstance(values, dict) and any(is_gpu_resource(str(k)) and str(v).strip() not in
+            if isinstance(values, dict) and any((is_gpu_resource(str(k)) or is_other_vendor_gpu_resource(str(k)))
+                                                and str(v).strip() not in
                                                 ("0", "0.0", "0m") for k, v in values.items()):
                 return True
     return any(_asks_for_gpu(v) for v in node.values())

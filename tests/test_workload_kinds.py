@@ -180,6 +180,17 @@ EXPECTED: dict[str, list[tuple[str, str, str]]] = {
     "modelboosters.workload.serving.volcano.sh.yaml": [
         ("/spec/backend/workers/0/affinity/nodeAffinity", "worker",
          r470("12.8", "image vllm/vllm-openai:v0.9.2", 570))],
+    # Argo Workflows: each container-running template is a pod whose placement is the template's own
+    "workflows.argoproj.io.yaml": [
+        ("/spec/templates/1/nodeSelector", "container", r470("12.8", "image vllm/vllm-openai:v0.9.2", 570))],
+    "workflowtemplates.argoproj.io.yaml": [
+        ("/spec/templates/0/nodeSelector", "infer", r470("12.4", "image nvidia/cuda:12.4.1-base-ubuntu22.04", 550))],
+    "clusterworkflowtemplates.argoproj.io.yaml": [
+        ("/spec/templates/0/affinity/nodeAffinity", "script",
+         r470("12.2", "image nvidia/cuda:12.2.2-runtime-ubuntu22.04", 535))],
+    "cronworkflows.argoproj.io.yaml": [
+        ("/spec/workflowSpec/templates/0/nodeSelector", "eval",
+         r470("12.4", "image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", 550))],
 }
 
 # Known gaps: the finding written above is the right one, and compatcheck does not give it yet (strict: a fix
@@ -387,3 +398,32 @@ def test_a_nimcache_is_no_gpu_workload_and_no_error(loaded: Loaded, offline: Eva
     assert (obj["kind"], api_group(obj["apiVersion"])) not in {(g, wk.kind) for wk in WORKLOAD_KINDS for g in wk.groups}
     response, findings = _validate(loaded, offline, obj)
     assert (response, findings) == ({"uid": "kinds", "allowed": True}, [])
+
+
+def test_argo_workflow_finding_is_at_the_templates_line(linted: dict[str, list[dict[str, Any]]]) -> None:
+    """The Argo Workflow's finding is at the line of the GPU template's nodeSelector (its pod's placement), and the
+    steps template, the GPU-less sidecar, init container and containerSet container give nothing."""
+    got = {name: [(f["line"], f["pointer"], f["container"]) for f in linted[name]]
+           for name in ("workflows.argoproj.io.yaml", "workflowtemplates.argoproj.io.yaml",
+                        "cronworkflows.argoproj.io.yaml")}
+    assert got == {"workflows.argoproj.io.yaml": [(15, "/spec/templates/1/nodeSelector", "container")],
+                   "workflowtemplates.argoproj.io.yaml": [(12, "/spec/templates/0/nodeSelector", "infer")],
+                   "cronworkflows.argoproj.io.yaml": [(14, "/spec/workflowSpec/templates/0/nodeSelector", "eval")]}
+
+
+def test_argo_template_containers_are_read_from_every_list() -> None:
+    """container, script, initContainers, sidecars and containerSet.containers are each read, at their pointers."""
+    from compatcheck.core.workloads import pod_targets
+    obj = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
+           "spec": {"templates": [{"name": "s", "steps": []},
+                                  {"name": "a", "container": {"image": "a"}, "initContainers": [{"name": "i"}],
+                                   "sidecars": [{"name": "side"}]},
+                                  {"name": "b", "script": {"image": "b", "source": "x"}},
+                                  {"name": "c", "containerSet": {"containers": [{"name": "c1"}, {"name": "c2"}]}}]}}
+    got = [[(c.name, c.pointer, c.init) for c in t.containers] for t in pod_targets(obj, builtin_kinds())]
+    assert got == [[],
+                   [("i", "/spec/templates/1/initContainers/0", True), ("side", "/spec/templates/1/sidecars/0", False),
+                    ("container", "/spec/templates/1/container", False)],
+                   [("script", "/spec/templates/2/script", False)],
+                   [("c1", "/spec/templates/3/containerSet/containers/0", False),
+                    ("c2", "/spec/templates/3/containerSet/containers/1", False)]]

@@ -24,7 +24,10 @@ def _place(obj: dict[str, Any], pattern: str, value: Any) -> None:
         if nxt_is_star:
             # '*' is a list for JobSet/Ray/Volcano, a map for Kubeflow replica specs: use a map with one key
             # unless the parent name says list.
-            is_list = t in ("workerGroupSpecs", "replicatedJobs", "tasks", "cliques", "components")
+            is_list = t in ("workerGroupSpecs", "replicatedJobs", "tasks", "cliques", "components", "templates")
+            if i + 1 == len(tokens) - 1:  # the location is each item (Argo's /spec/templates/*): the item is it
+                node[t] = [value] if is_list else {"Worker": value}
+                return
             child = [{}] if is_list else {"Worker": {}}
             node[t] = child
             node = child[0] if is_list else child["Worker"]

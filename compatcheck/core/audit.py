@@ -180,7 +180,7 @@ AUDIT_RESOURCES: dict[str, tuple[str, ...]] = {
     "batch": ("jobs", "cronjobs"),
     "resource.k8s.io": ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"),
     "apps.openshift.io": ("deploymentconfigs",),
-    "argoproj.io": ("rollouts",),
+    "argoproj.io": ("rollouts", "workflows", "workflowtemplates", "clusterworkflowtemplates", "cronworkflows"),
     "kubeflow.org": ("pytorchjobs", "tfjobs", "paddlejobs", "mpijobs", "xgboostjobs", "jaxjobs"),
     "batch.paddlepaddle.org": ("paddlejobs",),
     "ray.io": ("rayclusters", "rayjobs", "rayservices"),

@@ -92,6 +92,20 @@ GPU_RESOURCES = frozenset({
 GPU_RESOURCE_PREFIXES = ("nvidia.com/mig-", "tencent.com/vcuda", "volcano.sh/vgpu", "volcano.sh/gpu")
 
 
+# GPUs of other vendors: not NVIDIA GPUs, so never read by the CUDA checks, but a workload that asks for one is a GPU
+# workload compatcheck did not check, and says so (a coverage not-checked record, "not an NVIDIA GPU"). AMD's
+# device plugin advertises amd.com/gpu (https://github.com/ROCm/k8s-device-plugin, README); Intel's GPU plugin
+# gpu.intel.com/i915, xe, millicores, memory.max, tiles (https://github.com/intel/intel-device-plugins-for-kubernetes,
+# cmd/gpu_plugin/README.md). The same names compatcheck.io.templates counts in unrendered templates.
+OTHER_VENDOR_GPU_RESOURCES = frozenset({"amd.com/gpu"})
+OTHER_VENDOR_GPU_PREFIXES = ("gpu.intel.com/",)
+
+
+def is_other_vendor_gpu_resource(name: str) -> bool:
+    """Whether an extended resource is a GPU of another vendor than NVIDIA (AMD, Intel): not one CUDA runs on."""
+    return name in OTHER_VENDOR_GPU_RESOURCES or name.startswith(OTHER_VENDOR_GPU_PREFIXES)
+
+
 def is_gpu_resource(name: str) -> bool:
     """Whether an extended resource is a GPU or a slice of one (see ``GPU_RESOURCES``)."""
     if name in GPU_RESOURCES or name.startswith(GPU_RESOURCE_PREFIXES):  # mig-<profile>.shared included

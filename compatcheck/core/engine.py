@@ -23,9 +23,9 @@ from compatcheck.core.checks.base import (
     container_gpu_requests,
     quantity_int,
 )
-from compatcheck.core.cluster import is_gpu_resource, required_terms
+from compatcheck.core.cluster import is_gpu_resource, is_other_vendor_gpu_resource, required_terms
 from compatcheck.core.discovery import discover, is_custom_resource
-from compatcheck.core.jsonutil import Json, JsonObject, sequence
+from compatcheck.core.jsonutil import Json, JsonObject, mapping, sequence
 from compatcheck.core.knowledge import ASSUMED_MARK
 from compatcheck.core.kserve import resolve_predictors
 from compatcheck.core.llmaz import resolve_playground
@@ -145,6 +145,11 @@ def evaluate(obj: JsonObject, ruleset: RuleSet | Iterable[Rule], ctx: EvalContex
                            "its shape and checked as a pod (a row in a rules directory's data/ reads it as its "
                            "operator does; docs/workloads.md)")
                 result.problems.append(Diagnostic("", message, pointer=where, severity=Severity.INFO, kind="note"))
+        else:
+            other = _other_vendor_gpus(pod)
+            if other:  # an AMD or Intel GPU: a GPU workload, which the CUDA checks do not concern: said, not silent
+                result.gpu = True
+                result.unchecked.extend(other)
     if discovered and not result.gpu:
         stray = _stray_gpu_request(obj, [p.pointer for p in pods])
         if stray is not None:  # pods found by shape, and a GPU request in none of them: said, never silent
@@ -218,6 +223,24 @@ def asks_for_gpu(obj: JsonObject, kinds: KindTable | None = None) -> bool:
         pods = targets_at(obj, discover(obj))
     return any((quantity_int(v) or 0) > 0 or quantity_int(v) is None
                for pod in pods for c in pod.containers for v in container_gpu_requests(c).values())
+
+
+def _other_vendor_gpus(pod: PodTarget) -> list[tuple[str, str]]:
+    """A not-checked record for each container that asks for another vendor's GPU (``amd.com/gpu``,
+    ``gpu.intel.com/*``) in a quantity other than 0 (a placeholder counts), at its first such request."""
+    out: list[tuple[str, str]] = []
+    for c in pod.containers:
+        res = mapping(c.data.get("resources"))
+        found: tuple[str, str] | None = None
+        for section in ("limits", "requests"):
+            for k, v in mapping(res.get(section)).items():
+                q = quantity_int(v)
+                if found is None and is_other_vendor_gpu_resource(str(k)) and (q is None or q > 0):
+                    found = (f"{c.pointer}/resources/{section}/{escape_token(str(k))}", str(k))
+        if found is not None:
+            out.append((found[0], f"not an NVIDIA GPU: {found[1]} in container {c.name}: compatcheck checks CUDA "
+                                  "only"))
+    return out
 
 
 def _unchecked(analysis: PodAnalysis, ref: ObjectRef, discovered: bool) -> list[tuple[str, str]]:

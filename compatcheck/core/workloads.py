@@ -77,6 +77,9 @@ class PodLocation:
     # GPU requests the operator writes beside the pod spec (for its single containers, or else its first container).
     gpu_fields: tuple[GpuField, ...] = ()
     flat: FlatContainer | None = None
+    # Lists of containers a podspec location holds besides containers/initContainers (Argo Workflows' template
+    # ``sidecars`` and ``containerSet/containers``), read as regular containers: paths below the location.
+    container_lists: tuple[str, ...] = ()
     # Fields the operator fills into the pod spec when absent: (pointer from the pod spec, value).
     defaults: tuple[tuple[str, Json], ...] = ()
 
@@ -203,7 +206,7 @@ def _location(loc: Mapping[str, Any], where: str) -> PodLocation:
                                 bool(g.get("perPod", True)), bool(g.get("share", False)))
                        for g in loc.get("gpuFields") or ())
     return PodLocation(_ptr_ok(loc["path"], where), shape, tuple(loc.get("singleContainers") or ()), gpu_fields, flat,
-                       tuple((loc.get("defaults") or {}).items()))
+                       tuple(loc.get("containerLists") or ()), tuple((loc.get("defaults") or {}).items()))
 
 
 _default: KindTable | None = None
@@ -365,7 +368,7 @@ def targets_at(obj: JsonObject, locations: Sequence[PodLocation]) -> list[PodTar
             if loc.flat is not None:
                 containers = [_flat_container(obj, spec, spec_pointer, loc.flat)]
             else:
-                containers = _containers(spec, spec_pointer, loc.single_containers)
+                containers = _containers(spec, spec_pointer, loc.single_containers, loc.container_lists)
             unknown: list[tuple[str, str]] = []
             for gf in loc.gpu_fields:
                 _operator_gpu(obj, pointer, gf, loc.single_containers, containers, unknown)
@@ -517,16 +520,19 @@ def _flat_container(obj: JsonObject, spec: JsonObject, pointer: str, flat: FlatC
     return ContainerTarget(flat.name, pointer, data, False, "", field_pointers=where)
 
 
-def _containers(spec: JsonObject, spec_pointer: str, singles: tuple[str, ...]) -> list[ContainerTarget]:
+def _containers(spec: JsonObject, spec_pointer: str, singles: tuple[str, ...],
+                lists: tuple[str, ...] = ()) -> list[ContainerTarget]:
     out: list[ContainerTarget] = []
-    for field_name, init in (("initContainers", True), ("containers", False)):
-        items = spec.get(field_name)
+    fields = (("initContainers", True), ("containers", False), *((f, False) for f in lists))
+    for field_name, init in fields:
+        rel_list = "".join(f"/{t}" for t in field_name.split("/"))  # written escaped: a path below the pod spec
+        items = _at(spec, rel_list)
         if not isinstance(items, list):
             continue
         for i, c in enumerate(items):
             if isinstance(c, dict):
                 name = text(c.get("name")) or f"{field_name}[{i}]"
-                rel = f"/{field_name}/{i}"
+                rel = f"{rel_list}/{i}"
                 out.append(ContainerTarget(name, spec_pointer + rel, c, init, rel))
     for field_name in singles:
         c = spec.get(field_name)
