@@ -42,6 +42,20 @@ def fast_json() -> Any:
     return orjson
 
 
+def loads_trusted(body: bytes) -> Json:
+    """A body the Kubernetes API server itself sent (a LIST page of Nodes or Pods): orjson where installed (the
+    webhook and audit extras bring it; 2x the json module on a page of Nodes, 10 % on a page of Pods), the json
+    module for whatever orjson refuses. No depth pre-scan, unlike what a client sends the webhook: the scan would
+    cost 70 % of decoding each page."""
+    fast = fast_json()
+    if fast is not None:
+        try:
+            return fast.loads(body)
+        except fast.JSONDecodeError:
+            pass
+    return json.loads(body)
+
+
 def mapping(value: Json) -> JsonObject:
     return value if isinstance(value, dict) else {}
 

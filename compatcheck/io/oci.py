@@ -275,14 +275,7 @@ class RegistryClient:
                   state: dict[str, int]) -> tuple[dict[str, Any], str, str]:
         resp = self._get(host, ref, f"/v2/{ref.repository}/manifests/{wanted}", ACCEPT,
                          self.limits.max_manifest_bytes, deadline, state)
-        digest = "sha256:" + hashlib.sha256(resp.body).hexdigest()
-        if wanted.startswith("sha256:"):
-            _verify(resp.body, wanted, host, "manifest")
-        else:
-            header = resp.headers.get("docker-content-digest")
-            if header and header.startswith("sha256:") and header != digest:
-                raise FetchError("digest", host, f"manifest of {ref.name}:{wanted} does not match its "
-                                                 f"Docker-Content-Digest {header} (got {digest})")
+        digest = _manifest_digest(resp, wanted, host, ref)
         try:
             body = json.loads(resp.body)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -301,14 +294,7 @@ class RegistryClient:
         wanted = ref.digest or ref.tag or "latest"
         resp = self._get(host, ref, f"/v2/{ref.repository}/manifests/{wanted}", OCI_MANIFEST,
                          self.limits.max_manifest_bytes, deadline, state)
-        digest = "sha256:" + hashlib.sha256(resp.body).hexdigest()
-        if wanted.startswith("sha256:"):
-            _verify(resp.body, wanted, host, "manifest")
-        else:
-            header = resp.headers.get("docker-content-digest")
-            if header and header.startswith("sha256:") and header != digest:
-                raise FetchError("digest", host, f"manifest of {ref.name}:{wanted} does not match its "
-                                                 f"Docker-Content-Digest {header} (got {digest})")
+        digest = _manifest_digest(resp, wanted, host, ref)
         return resp.body, digest
 
     def blob(self, ref: ImageRef, digest: str, size: int, cap: int, deadline: float) -> bytes:
@@ -680,3 +666,16 @@ def config_env_labels(data: Any) -> tuple[tuple[tuple[str, str], ...], tuple[tup
     pairs = tuple(sorted((str(k), str(v)) for k, v in labels.items())) if isinstance(labels, dict) else ()
     return tuple(env), pairs
 
+
+def _manifest_digest(resp: _Response, wanted: str, host: str, ref: ImageRef) -> str:
+    """The digest of a manifest's bytes, verified against the digest asked for, or else against the registry's
+    ``Docker-Content-Digest`` where it sends one. Raises FetchError."""
+    digest = "sha256:" + hashlib.sha256(resp.body).hexdigest()
+    if wanted.startswith("sha256:"):
+        _verify(resp.body, wanted, host, "manifest")
+    else:
+        header = resp.headers.get("docker-content-digest")
+        if header and header.startswith("sha256:") and header != digest:
+            raise FetchError("digest", host, f"manifest of {ref.name}:{wanted} does not match its "
+                                             f"Docker-Content-Digest {header} (got {digest})")
+    return digest

@@ -22,7 +22,6 @@ What the view promises the admission path:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import socket
@@ -46,7 +45,7 @@ from compatcheck.core.cluster import (
 from compatcheck.core.crl import CrlIndex, build_index
 from compatcheck.core.dra import DraIndex, Inventory, build_inventory
 from compatcheck.core.dra import build_index as build_dra_index
-from compatcheck.core.jsonutil import fast_json
+from compatcheck.core.jsonutil import loads_trusted
 from compatcheck.core.knowledge import KnowledgeBase
 from compatcheck.core.kserve import RuntimeIndex, build_runtime_index
 from compatcheck.core.model import Diagnostic, Severity
@@ -343,18 +342,6 @@ KSERVE_GROUP, KSERVE_VERSION = "serving.kserve.io", "v1alpha1"
 ABSENT_RETRY = 60.0
 
 
-def _decode(body: bytes) -> Any:
-    """A LIST page: orjson where installed (the webhook extra brings it; 2x the json module on a page of Nodes),
-    the json module for what orjson refuses."""
-    fast = fast_json()
-    if fast is not None:
-        try:
-            return fast.loads(body)
-        except fast.JSONDecodeError:
-            pass
-    return json.loads(body)
-
-
 class _Watcher(threading.Thread):
     """list + watch of one resource. It owns the current set of (slim) objects; after every change it calls
     ``changed()``, and readers take a copy with ``values()``. An ``optional`` resource that cannot be listed
@@ -392,7 +379,7 @@ class _Watcher(threading.Thread):
                 kwargs["_continue"] = token
             resp = self.lister(_preload_content=False, _request_timeout=(CONNECT_TIMEOUT, LIST_READ_TIMEOUT),
                                **kwargs)
-            data = _decode(resp.data)
+            data = loads_trusted(resp.data)
             # The items of a LIST carry no apiVersion/kind (only the list does). Put them back, so that every
             # reader sees an object as a GET or a watch event gives it: the CRL schema requires both, and without
             # them every listed CRL ConfigMap was judged invalid (defaults lost on every start and re-list).

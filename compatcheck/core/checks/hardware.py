@@ -331,19 +331,24 @@ def _replace_value_fix(c: ContainerTarget, pointer: str, what: str, replacement:
     return None
 
 
+# The dtype-capability and kernel-fallback checks read data types from the same places.
+_DTYPE_PARAMS_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["sources"],
+    "properties": {
+        "sources": {"type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
+                    "description": "Where containers name data types: flags or env vars, and their values."},
+        "commandFrameworks": {
+            "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
+            "description": "Framework id (as in the framework-features table) -> regex on the command line that "
+                           "runs it, for images no profile knows."}}}
+
+
 register(PodCheck(
     name="dtype-capability",
     description="Finds data types and quantization formats requested through serving flags or env vars and "
                 "compares their minimum compute capability with the GPUs the pod can land on.",
     fix_applicability=Applicability.UNSAFE,
-    params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
-                   "properties": {"sources": {
-                       "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
-                       "description": "Where containers name data types: flags or env vars, and their values."},
-                       "commandFrameworks": {
-                           "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
-                           "description": "Framework id (as in the framework-features table) -> regex on the "
-                                          "command line that runs it, for images no profile knows."}}},
+    params_schema=_DTYPE_PARAMS_SCHEMA,
     prepare=_prepare_dtype,
     evaluate=_dtype,
 ))
@@ -354,14 +359,7 @@ register(PodCheck(
     description="Finds quantization formats and kernel backends requested through serving flags or env vars that "
                 "the framework version runs with a slower fall-back kernel on the GPUs the pod can land on "
                 "(framework-features rows with a 'fallback').",
-    params_schema={"type": "object", "additionalProperties": False, "required": ["sources"],
-                   "properties": {"sources": {
-                       "type": "array", "items": _SOURCE_SCHEMA, "minItems": 1,
-                       "description": "Where containers name data types: flags or env vars, and their values."},
-                       "commandFrameworks": {
-                           "type": "object", "additionalProperties": {"type": "string", "format": "regex"},
-                           "description": "Framework id (as in the framework-features table) -> regex on the "
-                                          "command line that runs it, for images no profile knows."}}},
+    params_schema=_DTYPE_PARAMS_SCHEMA,
     prepare=_prepare_fallback,
     evaluate=_dtype,
 ))
