@@ -35,6 +35,7 @@ from compatcheck.webhook import certs
 from tests.conftest import FIXTURES, ROOT
 from tests.e2e.conftest import WebhookProcess, create_node, gpu_node, gpu_pod, namespace, wait_until
 from tests.e2e.kapi import KubeAPIServer, free_port
+from tests.test_chart import CLUSTER_SCOPED_KINDS as CHART_CLUSTER_SCOPED_KINDS
 
 CHART = ROOT / "charts" / "compatcheck"
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
@@ -887,7 +888,8 @@ def test_crl_configmaps_are_validated_in_kube_public_only(kapi: KubeAPIServer, c
 # against the chart's rules (scope included: ClusterServingRuntime and ClusterTrainingRuntime are cluster-scoped)
 # as it would in a cluster running the operator.
 BUILTIN_GROUPS = ("", "apps", "batch")
-CLUSTER_SCOPED_KINDS = {"ClusterServingRuntime", "ClusterTrainingRuntime"}
+# The kinds whose CRDs are cluster-scoped: the same list the chart's routing test holds the table to.
+CLUSTER_SCOPED_KINDS = {kind for _, kind in CHART_CLUSTER_SCOPED_KINDS}
 
 
 def workload_manifests(*, builtin: bool) -> list[Any]:
