@@ -467,12 +467,7 @@ async def main() -> None:
                     if mode == "unique":
                         took = await patch_labels(server, n, unique_labels)
                         print(f"{n} Nodes given unique labels in {took:.1f} s")
-                    for name, code_root in codes:
-                        run = await measure(Run(n, mode, name), code_root, server, certs, ctx, load, args)
-                        runs.append(run)
-                        table([run])
-                    if mode == "shared" and args.pages:
-                        await pages(server, n, [int(x) for x in args.pages.split(",")], certs, ctx)
+                    await each_code(server, n, mode, load, args, codes, certs, ctx, runs)
             finally:
                 server.stop()
     print(f"\n/validate at {args.rate} req/s, {args.duration:.0f} s quiet; churn: nvidia.com/gfd.timestamp of every "
@@ -502,14 +497,20 @@ async def simulated(n: int, args: argparse.Namespace, codes: list[tuple[str, Pat
     for mode in args.modes.split(","):
         server = SimulatedServer(n, mode, tmp / f"sim-{n}-{mode}")
         try:
-            for name, code_root in codes:
-                run = await measure(Run(n, mode, name), code_root, server, certs, ctx, load, args)
-                runs.append(run)
-                table([run])
-            if mode == "shared" and args.pages:
-                await pages(server, n, [int(x) for x in args.pages.split(",")], certs, ctx)
+            await each_code(server, n, mode, load, args, codes, certs, ctx, runs)
         finally:
             server.stop()
+
+
+async def each_code(server: Any, n: int, mode: str, load: Any, args: argparse.Namespace,
+                    codes: list[tuple[str, Path]], certs: Path, ctx: ssl.SSLContext, runs: list[Run]) -> None:
+    """One label mode on one API server (real or simulated): a run per code tree compared, then the page sizes."""
+    for name, code_root in codes:
+        run = await measure(Run(n, mode, name), code_root, server, certs, ctx, load, args)
+        runs.append(run)
+        table([run])
+    if mode == "shared" and args.pages:
+        await pages(server, n, [int(x) for x in args.pages.split(",")], certs, ctx)
 
 
 def churn_main(home: str, n: str, rate: str, seconds: str) -> None:

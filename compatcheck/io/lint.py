@@ -392,11 +392,17 @@ def _unrendered(pf: ParsedFile, loaded: Loaded, report: LintReport, options: Lin
         for obj in items:
             if isinstance(obj, dict) and asks_for_gpu(obj, loaded.kb.kinds):
                 report.gpu_workloads += 1
-                path = options.source_map(Document(pf.path, 0, obj, line, {}, []), "", line)[0] \
-                    if options.source_map is not None else pf.path
+                path = _template_path(pf, obj, line, options)
                 what = "placeholder in a quantity" if _in_quantity(obj, placeholder) else "template not rendered"
                 report.not_checked.append(NotChecked(object_ref(obj), path, line, f"{what}: {placeholder!r} (render "
                                                      "it first: envsubst, helm template)"))
+
+
+def _template_path(pf: ParsedFile, obj: Any, line: int, options: LintOptions) -> str:
+    """The file a skipped template's record names: the chart's source file where a Helm render maps it back."""
+    if options.source_map is None:
+        return pf.path
+    return options.source_map(Document(pf.path, 0, obj, line, {}, []), "", line)[0]
 
 
 # Kinds whose GPU quantities are not a container's request (quotas, queues, autoscalers' node pools, nodes):
@@ -416,8 +422,7 @@ def _unread_templates(pf: ParsedFile, loaded: Loaded, report: LintReport, option
         if not t.has_container and (t.kind is None or t.kind not in kinds.names):
             continue  # no container of its own and no kind that has one: not read as a workload
         report.gpu_workloads += 1
-        path = options.source_map(Document(pf.path, 0, {}, t.line, {}, []), "", t.line)[0] \
-            if options.source_map is not None else pf.path
+        path = _template_path(pf, {}, t.line, options)
         render = "render it first: helm template, or lint the chart with --helm-chart DIR"
         if t.placeholder:
             reason = (f"placeholder in a quantity: {t.resource}: {t.value!r} in a template that does not read as "
